@@ -1,0 +1,161 @@
+// Package runner holds the operation contract between the controller and the
+// runner process, and the runner itself: the only code that calls Pulumi.
+//
+// The controller writes a Spec as JSON, an executor starts the runner with it, and
+// the runner writes exactly one Result as JSON. Both carry APIVersion so that a
+// controller and a runner of different builds refuse each other clearly.
+package runner
+
+import "time"
+
+// APIVersion is the version of the Spec and Result payloads.
+const APIVersion = "runner.stackpilot.dev/v1alpha1"
+
+// OperationType names what the runner does.
+type OperationType string
+
+const (
+	OpPreview    OperationType = "preview"
+	OpUp         OperationType = "up"
+	OpRefresh    OperationType = "refresh"
+	OpDestroy    OperationType = "destroy"
+	OpDriftCheck OperationType = "drift-check" // a refresh preview: what differs from the real world
+)
+
+// Spec is one operation, complete: the runner needs nothing else (no Kubernetes API access).
+type Spec struct {
+	APIVersion string        `json:"apiVersion"`
+	ID         string        `json:"id"` // operation ID, also recorded in the Stack's history
+	Type       OperationType `json:"type"`
+
+	// WorkDir is the Pulumi project directory (holds Pulumi.yaml). It is a private
+	// copy for this operation; the runner may write Pulumi.<stack>.yaml into it.
+	WorkDir string `json:"workDir"`
+	// StackName is the Pulumi stack name (for example "dev" or "org/dev").
+	StackName string `json:"stackName"`
+	// Backend is the state backend URL (file://, s3://, postgres://, https://...).
+	Backend string `json:"backend"`
+	// PulumiHome is shared between operations so plugins are installed once.
+	PulumiHome string `json:"pulumiHome,omitempty"`
+	// PulumiCommand is the pulumi binary to run; empty means "pulumi" from PATH.
+	PulumiCommand string `json:"pulumiCommand,omitempty"`
+
+	// Config values by key. A key without a namespace ("replicas") is put in the
+	// project's namespace ("<project>:replicas"). Value is any JSON value.
+	Config []ConfigValue `json:"config,omitempty"`
+	// Env is added to the Pulumi process environment (secrets provider passphrase,
+	// backend credentials, provider credentials). Never logged.
+	Env map[string]string `json:"env,omitempty"`
+
+	Refresh bool     `json:"refresh,omitempty"` // refresh before up/preview
+	Targets []string `json:"targets,omitempty"` // URNs to limit the operation to
+
+	// ClearStaleLock removes the stack's locks before running: set by the controller
+	// only when its own earlier operation on this stack was interrupted.
+	ClearStaleLock bool `json:"clearStaleLock,omitempty"`
+
+	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// ConfigValue is one Pulumi config entry.
+type ConfigValue struct {
+	Key    string `json:"key"`
+	Value  any    `json:"value"`  // string, number, bool, object or array
+	Secret bool   `json:"secret"` // stored encrypted; shown as "[secret]" everywhere
+}
+
+// Outcome is how an operation ended.
+type Outcome string
+
+const (
+	OutcomeSucceeded Outcome = "succeeded"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeConflict  Outcome = "conflict" // another update holds the stack lock
+	OutcomeCancelled Outcome = "cancelled"
+)
+
+// ErrorClass says who has to act on a failure.
+type ErrorClass string
+
+const (
+	ErrorNone     ErrorClass = ""
+	ErrorProgram  ErrorClass = "program"  // the Pulumi program or its config is wrong
+	ErrorAuth     ErrorClass = "auth"     // credentials refused (backend or provider)
+	ErrorBackend  ErrorClass = "backend"  // the state backend is unreachable or broken
+	ErrorLocked   ErrorClass = "locked"   // the stack is locked by another update
+	ErrorTimeout  ErrorClass = "timeout"  // the operation ran past its timeout
+	ErrorInternal ErrorClass = "internal" // a bug or an environment problem in Stackpilot
+)
+
+// Result is what the runner writes when an operation ends, whatever the outcome.
+type Result struct {
+	APIVersion string        `json:"apiVersion"`
+	ID         string        `json:"id"`
+	Type       OperationType `json:"type"`
+	Outcome    Outcome       `json:"outcome"`
+	ErrorClass ErrorClass    `json:"errorClass,omitempty"`
+	// Message is a short human summary; for program errors it carries Pulumi's own
+	// diagnostic lines (error-severity diagnostics from the engine events).
+	Message string `json:"message,omitempty"`
+
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+
+	Changes   ChangeCounts      `json:"changes"`
+	Resources []ResourceChange  `json:"resources,omitempty"` // only resources with a change
+	Outputs   map[string]Output `json:"outputs,omitempty"`   // stack outputs after up
+
+	// ClearedLocks counts stale locks removed because Spec.ClearStaleLock was set.
+	ClearedLocks int `json:"clearedLocks,omitempty"`
+}
+
+// ChangeCounts counts resources by the step the engine took.
+type ChangeCounts struct {
+	Create  int `json:"create"`
+	Update  int `json:"update"`
+	Replace int `json:"replace"`
+	Delete  int `json:"delete"`
+	Same    int `json:"same"`
+}
+
+// ResourceChange is one resource the engine changed, or would change.
+type ResourceChange struct {
+	URN  string `json:"urn"`
+	Type string `json:"type"`
+	// Op is the engine's step: create, update, replace, delete, refresh (drift), ...
+	Op string `json:"op"`
+	// Properties names the changed top-level properties (names only, never values).
+	Properties []string `json:"properties,omitempty"`
+}
+
+// Output is one stack output. Secret values are carried so the controller can write
+// them to the outputs Secret; everything user-visible shows "[secret]" instead.
+type Output struct {
+	Value  any  `json:"value"`
+	Secret bool `json:"secret"`
+}
+
+// Duration is a time.Duration that marshals as a Go duration string ("30m").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if s == "null" || s == `""` {
+		*d = 0
+		return nil
+	}
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return &time.ParseError{Layout: "duration", Value: s, Message: ": want a quoted duration like \"30m\""}
+	}
+	v, err := time.ParseDuration(s[1 : len(s)-1])
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
