@@ -1,0 +1,104 @@
+package v1alpha1
+
+import "github.com/fluxcd/pkg/apis/meta"
+
+const (
+	// StackFinalizer is set on every Stack the controller handles, so that it can
+	// destroy the stack's resources (when spec.destroyOnDelete is true) and clean
+	// up what it published before the object goes away.
+	StackFinalizer = "stackpilot.dev/finalizer"
+
+	// ReconcileRequestAnnotation asks for a reconcile now when its value changes
+	// (any string; by convention a timestamp). The controller records the value
+	// it handled in status.lastHandledReconcileAt. Flux's
+	// reconcile.fluxcd.io/requestedAt (meta.ReconcileRequestAnnotation) is honoured too.
+	ReconcileRequestAnnotation = "stackpilot.dev/requestedAt"
+
+	// MaxHistory is how many operations status.history keeps, newest first.
+	MaxHistory = 10
+
+	// SecretOutputValue stands in status.outputs for a stack output that Pulumi
+	// marks secret; the real value is never written to the Stack.
+	SecretOutputValue = "[secret]"
+
+	// DefaultPassphraseKey is the key read from the passphrase Secret when
+	// spec.secretsProvider.passphraseSecretRef.key is not set.
+	DefaultPassphraseKey = "passphrase"
+)
+
+// Condition types. Ready, Reconciling and Stalled follow kstatus and are the
+// Flux constants, re-exported so that callers need one import.
+const (
+	// ReadyCondition is True when the stack's resources match the program at
+	// status.lastAppliedRevision with the inputs in status.inputsDigest.
+	ReadyCondition = meta.ReadyCondition
+
+	// ReconcilingCondition is True while the controller works towards a new
+	// revision or new inputs (abnormal-true: absent when not reconciling).
+	ReconcilingCondition = meta.ReconcilingCondition
+
+	// StalledCondition is True when the controller cannot progress without a
+	// change to the Stack or its environment, for example an invalid spec
+	// (abnormal-true: absent unless stalled).
+	StalledCondition = meta.StalledCondition
+)
+
+// Condition reasons.
+const (
+	// ProgressingReason: a reconcile or an operation is under way.
+	ProgressingReason = meta.ProgressingReason
+
+	// SucceededReason: the last operation succeeded and the stack is up to date.
+	SucceededReason = meta.SucceededReason
+
+	// SuspendedReason: spec.suspend is true; nothing is reconciled.
+	SuspendedReason = meta.SuspendedReason
+
+	// InvalidSpecReason: the spec is valid for the API server but cannot be acted
+	// on (for example a semver range that does not parse). The Stack is Stalled.
+	InvalidSpecReason = "InvalidSpec"
+
+	// SourceNotFoundReason: the source (repository, branch, tag, commit) does not exist.
+	SourceNotFoundReason = "SourceNotFound"
+
+	// AuthenticationFailedReason: the source refused the credentials, or the
+	// credentials Secret is missing or incomplete.
+	AuthenticationFailedReason = "AuthenticationFailed"
+
+	// GitOperationFailedReason: a Git clone, fetch or checkout failed.
+	GitOperationFailedReason = "GitOperationFailed"
+
+	// ArtifactFailedReason: the program tree could not be stored in or read from
+	// the artifact cache.
+	ArtifactFailedReason = meta.ArtifactFailedReason
+
+	// InputsNotFoundReason: a ConfigMap or Secret named in configFrom, envFrom,
+	// backendSecretRef or secretsProvider (and not marked optional) is missing,
+	// or lacks a requested key.
+	InputsNotFoundReason = "InputsNotFound"
+
+	// ProgramErrorReason: the Pulumi program or its configuration is wrong; the
+	// message carries Pulumi's diagnostics.
+	ProgramErrorReason = "ProgramError"
+
+	// OperationFailedReason: a Pulumi operation failed for a reason that is not
+	// more precisely known.
+	OperationFailedReason = "OperationFailed"
+
+	// BackendFailedReason: the state backend is unreachable or refused access.
+	BackendFailedReason = "BackendFailed"
+
+	// LockedReason: another update holds the stack's lock.
+	LockedReason = "Locked"
+
+	// TimeoutReason: an operation ran past spec.timeout and was cancelled.
+	TimeoutReason = "Timeout"
+
+	// InterruptedReason: an operation was found unfinished (status.currentOperation
+	// set) after a controller restart.
+	InterruptedReason = "Interrupted"
+
+	// DestroyFailedReason: destroying the stack on deletion failed; the finalizer
+	// stays until it succeeds.
+	DestroyFailedReason = "DestroyFailed"
+)

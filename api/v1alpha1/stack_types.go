@@ -1,0 +1,487 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fluxcd/pkg/apis/meta"
+)
+
+// StackKind is the kind name of Stack objects.
+const StackKind = "Stack"
+
+// StackSpec is the desired state of a Stack: which Pulumi program, which stack
+// in which backend, with which inputs, and how often to reconcile.
+type StackSpec struct {
+	// Source is where the Pulumi program comes from.
+	// +required
+	Source StackSource `json:"source"`
+
+	// StackName is the Pulumi stack name: "dev", "org/dev" or "org/project/dev".
+	// Defaults to the Stack's metadata.name.
+	// +kubebuilder:validation:MaxLength=400
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([A-Za-z0-9_.-]+/){0,2}[A-Za-z0-9_.-]{1,100}$')",message="stackName must be a Pulumi stack name: up to 100 letters, digits, '-', '_' or '.', optionally prefixed by 'org/' or 'org/project/'"
+	// +optional
+	StackName string `json:"stackName,omitempty"`
+
+	// Backend is the Pulumi state backend URL (file://, s3://, azblob://, gs://,
+	// postgres://, https://api.pulumi.com, ...). Defaults to the controller's
+	// --default-backend: a per-namespace file:// folder under its data dir.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9+.-]*://')",message="backend must be a URL with a scheme, such as file:///path, s3://bucket or https://api.pulumi.com"
+	// +optional
+	Backend string `json:"backend,omitempty"`
+
+	// BackendSecretRef names a Secret in the Stack's namespace whose keys are set
+	// as environment variables for Pulumi, for the backend's credentials
+	// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, PULUMI_ACCESS_TOKEN, ...).
+	// +optional
+	BackendSecretRef *LocalObjectReference `json:"backendSecretRef,omitempty"`
+
+	// SecretsProvider is how Pulumi encrypts the stack's secrets. When absent, the
+	// passphrase comes from the Secret named by the controller's
+	// --default-passphrase-secret flag, in the Stack's namespace.
+	// +optional
+	SecretsProvider *SecretsProvider `json:"secretsProvider,omitempty"`
+
+	// Config is the stack's configuration. A key is "name" (in the project's
+	// namespace) or "namespace:name" (for example "aws:region"); a value is any
+	// JSON value: string, number, bool, object or array. (Keys are checked by the
+	// controller, not at admission: the API server cannot run CEL rules over a map
+	// of schemaless values.)
+	// +kubebuilder:validation:MaxProperties=1000
+	// +optional
+	Config map[string]apiextensionsv1.JSON `json:"config,omitempty"`
+
+	// ConfigFrom adds configuration from ConfigMaps and Secrets in the Stack's
+	// namespace: each data key becomes a config key. Values from Secrets are
+	// Pulumi secrets. Entries are applied in order, then Config; a later value
+	// for the same key wins.
+	// +kubebuilder:validation:MaxItems=50
+	// +optional
+	ConfigFrom []ConfigFromSource `json:"configFrom,omitempty"`
+
+	// EnvFrom sets environment variables for Pulumi from ConfigMaps and Secrets
+	// in the Stack's namespace, like a container's envFrom.
+	// +kubebuilder:validation:MaxItems=50
+	// +optional
+	EnvFrom []EnvFromSource `json:"envFrom,omitempty"`
+
+	// Interval is how often the Stack is reconciled: the source checked for a
+	// new revision and the inputs for changes.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') || duration(self) >= duration('1s')",message="interval must be at least 1s"
+	Interval metav1.Duration `json:"interval,omitzero"`
+
+	// RetryInterval is the wait before retrying after a failure; repeated
+	// failures (status.failures) back off from it. A new revision or new inputs
+	// are acted on at once, without waiting out the backoff.
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') || duration(self) >= duration('1s')",message="retryInterval must be at least 1s"
+	// +optional
+	RetryInterval *metav1.Duration `json:"retryInterval,omitempty"`
+
+	// Timeout bounds one Pulumi operation; past it the operation is cancelled.
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') || duration(self) >= duration('1s')",message="timeout must be at least 1s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Suspend stops reconciling: no source checks and no new operations until it
+	// is set back to false.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// Refresh runs a refresh (read the real state of every resource) before each
+	// up, so that changes made outside Pulumi are taken into account.
+	// +optional
+	Refresh bool `json:"refresh,omitempty"`
+
+	// Targets limits operations to these resource URNs (and, for up, their
+	// dependencies as Pulumi decides). Empty means the whole stack.
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern="^urn:pulumi:"
+	// +listType=set
+	// +optional
+	Targets []string `json:"targets,omitempty"`
+
+	// DestroyOnDelete destroys the stack's resources when the Stack is deleted.
+	// When false (the default) the resources and the stack's state are left as
+	// they are.
+	// +optional
+	DestroyOnDelete bool `json:"destroyOnDelete,omitempty"`
+
+	// Outputs publishes the stack's outputs to a Secret and/or a ConfigMap in the
+	// Stack's namespace, for other tools to consume.
+	// +optional
+	Outputs *OutputsTarget `json:"outputs,omitempty"`
+}
+
+// StackSource says where the Pulumi program comes from. Exactly one source kind
+// is set; git is the only kind for now (oci and sourceRef are planned).
+// +kubebuilder:validation:XValidation:rule="[has(self.git)].exists_one(b, b)",message="exactly one source kind must be set: git"
+type StackSource struct {
+	// Git fetches the program from a Git repository.
+	// +optional
+	Git *GitSource `json:"git,omitempty"`
+
+	// Dir is the path of the Pulumi project (the folder holding Pulumi.yaml)
+	// inside the fetched tree. Relative, without '..' segments. Empty means the root.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="dir must be a relative path without '..' segments"
+	// +optional
+	Dir string `json:"dir,omitempty"`
+}
+
+// GitSource is a Git repository and the reference to check out.
+type GitSource struct {
+	// URL of the repository: http://, https://, ssh:// or scp-like user@host:path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://[^/]+') || self.matches('^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:.+$')",message="url must start with http://, https:// or ssh://, or be scp-like user@host:path"
+	// +required
+	URL string `json:"url"`
+
+	// Ref is the branch, tag, semver range or commit to check out. When absent,
+	// the remote's default branch (what its HEAD points to) is used.
+	// +optional
+	Ref *GitRef `json:"ref,omitempty"`
+
+	// SecretRef names a Secret in the Stack's namespace with the credentials:
+	// "username" and "password" (HTTP basic auth), or "bearerToken" (HTTP), or
+	// "identity" (an SSH private key) and "known_hosts" (SSH).
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// GitRef selects what to check out. At most one field is set; none means the
+// remote's default branch.
+// +kubebuilder:validation:XValidation:rule="(has(self.branch) ? 1 : 0) + (has(self.tag) ? 1 : 0) + (has(self.semver) ? 1 : 0) + (has(self.commit) ? 1 : 0) <= 1",message="at most one of branch, tag, semver or commit may be set"
+type GitRef struct {
+	// Branch to follow: each new commit on it is a new revision.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// Tag to check out.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Tag string `json:"tag,omitempty"`
+
+	// SemVer is a semver range (for example ">=1.2.0 <2.0.0"); the highest
+	// matching tag is checked out.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	SemVer string `json:"semver,omitempty"`
+
+	// Commit is a full commit hash (40 hex digits for SHA-1, 64 for SHA-256).
+	// +kubebuilder:validation:Pattern="^([0-9a-f]{40}|[0-9a-f]{64})$"
+	// +optional
+	Commit string `json:"commit,omitempty"`
+}
+
+// LocalObjectReference names an object in the Stack's namespace.
+type LocalObjectReference struct {
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+	// +required
+	Name string `json:"name"`
+}
+
+// OptionalObjectReference names a ConfigMap or Secret in the Stack's namespace
+// that may be allowed to be missing.
+type OptionalObjectReference struct {
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+	// +required
+	Name string `json:"name"`
+
+	// Optional lets the object (or a requested key) be missing: it then
+	// contributes nothing instead of failing the reconcile.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the Stack's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+	// +required
+	Name string `json:"name"`
+
+	// Key in the Secret.
+	// +kubebuilder:default=passphrase
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[-._a-zA-Z0-9]+$"
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// SecretsProvider is how Pulumi encrypts the stack's secrets. Exactly one kind
+// is set; passphraseSecretRef is the only kind for now.
+// +kubebuilder:validation:XValidation:rule="[has(self.passphraseSecretRef)].exists_one(b, b)",message="exactly one secrets provider must be set: passphraseSecretRef"
+type SecretsProvider struct {
+	// PassphraseSecretRef selects the Secret key holding the passphrase of
+	// Pulumi's passphrase secrets provider (PULUMI_CONFIG_PASSPHRASE).
+	// +optional
+	PassphraseSecretRef *SecretKeyRef `json:"passphraseSecretRef,omitempty"`
+}
+
+// ConfigFromSource adds the data of a ConfigMap or a Secret to the stack's
+// configuration. Exactly one of configMapRef and secretRef is set.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="exactly one of configMapRef or secretRef must be set"
+type ConfigFromSource struct {
+	// ConfigMapRef names a ConfigMap; its values are plain config values.
+	// +optional
+	ConfigMapRef *OptionalObjectReference `json:"configMapRef,omitempty"`
+
+	// SecretRef names a Secret; its values are Pulumi secrets.
+	// +optional
+	SecretRef *OptionalObjectReference `json:"secretRef,omitempty"`
+
+	// Keys limits which data keys are used. Empty means all of them. A listed key
+	// that is missing fails the reconcile unless the reference is optional.
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern="^[-._a-zA-Z0-9]+$"
+	// +listType=set
+	// +optional
+	Keys []string `json:"keys,omitempty"`
+}
+
+// EnvFromSource sets environment variables from a ConfigMap or a Secret: each
+// data key, with Prefix in front, is a variable. It has the shape of a
+// container's envFrom entry. Exactly one of configMapRef and secretRef is set.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="exactly one of configMapRef or secretRef must be set"
+type EnvFromSource struct {
+	// Prefix is put in front of every key.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern="^[A-Za-z_][A-Za-z0-9_]*$"
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// ConfigMapRef names a ConfigMap.
+	// +optional
+	ConfigMapRef *OptionalObjectReference `json:"configMapRef,omitempty"`
+
+	// SecretRef names a Secret.
+	// +optional
+	SecretRef *OptionalObjectReference `json:"secretRef,omitempty"`
+}
+
+// OutputsTarget names the objects, in the Stack's namespace, that the stack's
+// outputs are published to. At least one is set.
+// +kubebuilder:validation:XValidation:rule="has(self.secretName) || has(self.configMapName)",message="at least one of secretName or configMapName must be set"
+type OutputsTarget struct {
+	// SecretName is a Secret that receives every output, secret or not.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+
+	// ConfigMapName is a ConfigMap that receives the outputs that are not secret.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+}
+
+// StackStatus is the observed state of a Stack.
+type StackStatus struct {
+	// ObservedGeneration is the last metadata.generation the controller acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastHandledReconcileAt is the last value of the reconcile-request
+	// annotation that the controller handled.
+	meta.ReconcileRequestStatus `json:",inline"`
+
+	// LastAttemptedRevision is the source revision of the last operation
+	// started, whatever its outcome: "<branch-or-tag>@sha1:<commit>".
+	// +optional
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
+
+	// LastAppliedRevision is the source revision of the last successful up.
+	// +optional
+	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+
+	// InputsDigest is the digest ("sha256:<hex>") of the inputs (resolved config,
+	// environment, stack, backend, targets) of the last successful up.
+	// +optional
+	InputsDigest string `json:"inputsDigest,omitempty"`
+
+	// LastAttemptedInputsDigest is the digest of the inputs of the last
+	// operation started, whatever its outcome.
+	// +optional
+	LastAttemptedInputsDigest string `json:"lastAttemptedInputsDigest,omitempty"`
+
+	// LastAppliedArtifact is the cached program tree of the last successful up;
+	// a destroy on deletion uses it when the source is gone.
+	// +optional
+	LastAppliedArtifact *ArtifactReference `json:"lastAppliedArtifact,omitempty"`
+
+	// Failures counts consecutive failed attempts; it drives the retry backoff
+	// and goes back to 0 on success or on a new revision or new inputs.
+	// +optional
+	Failures int64 `json:"failures,omitempty"`
+
+	// CurrentOperation is set while an operation runs. One found when the
+	// controller starts was interrupted.
+	// +optional
+	CurrentOperation *OperationRecord `json:"currentOperation,omitempty"`
+
+	// Outputs are the stack's outputs after the last successful up: each value
+	// as compact JSON text, or "[secret]" for a secret output.
+	// +optional
+	Outputs map[string]string `json:"outputs,omitempty"`
+
+	// History lists the last operations, newest first, at most MaxHistory (10).
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	History []OperationRecord `json:"history,omitempty"`
+}
+
+// ArtifactReference identifies a program tree in the controller's artifact cache.
+type ArtifactReference struct {
+	// Revision is the source revision the tree was fetched at.
+	// +required
+	Revision string `json:"revision"`
+
+	// Digest is the content digest of the tree, "sha256:<hex>".
+	// +required
+	Digest string `json:"digest"`
+}
+
+// OperationType names a Pulumi operation.
+// +kubebuilder:validation:Enum=preview;up;refresh;destroy;drift-check
+type OperationType string
+
+const (
+	OperationPreview    OperationType = "preview"
+	OperationUp         OperationType = "up"
+	OperationRefresh    OperationType = "refresh"
+	OperationDestroy    OperationType = "destroy"
+	OperationDriftCheck OperationType = "drift-check"
+)
+
+// OperationOutcome is how an operation ended, or "running".
+// +kubebuilder:validation:Enum=succeeded;failed;conflict;cancelled;interrupted;running
+type OperationOutcome string
+
+const (
+	// OutcomeSucceeded: the operation completed.
+	OutcomeSucceeded OperationOutcome = "succeeded"
+	// OutcomeFailed: the operation failed; the message says why.
+	OutcomeFailed OperationOutcome = "failed"
+	// OutcomeConflict: another update held the stack's lock.
+	OutcomeConflict OperationOutcome = "conflict"
+	// OutcomeCancelled: the operation was cancelled before it finished.
+	OutcomeCancelled OperationOutcome = "cancelled"
+	// OutcomeInterrupted: the controller stopped while the operation ran.
+	OutcomeInterrupted OperationOutcome = "interrupted"
+	// OutcomeRunning: the operation is under way (status.currentOperation).
+	OutcomeRunning OperationOutcome = "running"
+)
+
+// OperationRecord describes one Pulumi operation.
+type OperationRecord struct {
+	// ID identifies the operation; the same ID is in the runner's logs and events.
+	// +required
+	ID string `json:"id"`
+
+	// Type of the operation.
+	// +required
+	Type OperationType `json:"type"`
+
+	// Revision of the source the operation ran at.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// StartedAt is when the operation started.
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+
+	// FinishedAt is when the operation ended; unset while it runs.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// Outcome of the operation.
+	// +required
+	Outcome OperationOutcome `json:"outcome"`
+
+	// Changes counts the resources the operation changed (or, for a preview or a
+	// drift check, would change).
+	// +optional
+	Changes *ChangeSummary `json:"changes,omitempty"`
+
+	// Message is a short human summary; for a failure, what went wrong.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ChangeSummary counts resources by the step Pulumi took for them.
+type ChangeSummary struct {
+	// +optional
+	Create int64 `json:"create,omitempty"`
+	// +optional
+	Update int64 `json:"update,omitempty"`
+	// +optional
+	Replace int64 `json:"replace,omitempty"`
+	// +optional
+	Delete int64 `json:"delete,omitempty"`
+}
+
+// Stack is a Pulumi stack continuously delivered from a source.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=stk,categories=stackpilot
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description=""
+// +kubebuilder:printcolumn:name="Status",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].message",description=""
+// +kubebuilder:printcolumn:name="Revision",type="string",JSONPath=".status.lastAppliedRevision",description=""
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description=""
+// +kubebuilder:validation:XValidation:rule="has(self.spec.stackName) || size(self.metadata.name) <= 100",message="metadata.name is longer than a Pulumi stack name may be (100 characters): set spec.stackName"
+type Stack struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec StackSpec `json:"spec"`
+	// +optional
+	Status StackStatus `json:"status,omitempty"`
+}
+
+// StackList is a list of Stacks.
+// +kubebuilder:object:root=true
+type StackList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Stack `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Stack{}, &StackList{})
+}

@@ -1,0 +1,11 @@
+package controller
+
+// RBAC of the controller, rendered by `make manifests` into
+// config/rbac/role.yaml (ClusterRole stackpilot-manager-role). The leader-election
+// lease is granted by the namespaced Role in config/rbac/leader_election_role.yaml.
+
+// +kubebuilder:rbac:groups=stackpilot.dev,resources=stacks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=stackpilot.dev,resources=stacks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=stackpilot.dev,resources=stacks/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
