@@ -70,3 +70,11 @@ lint: tools ## gofmt, go vet and staticcheck.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	$(BIN)/staticcheck ./...
+
+##@ Demo
+
+DEMO_FLAGS ?=
+
+.PHONY: demo
+demo: tools ## Run Stackpilot on a local control plane with a sample Stack until Ctrl-C (DEMO_FLAGS=--once: exit once it is Ready).
+	go run ./cmd/stackpilot demo $(DEMO_FLAGS)

@@ -481,7 +481,3 @@ type StackList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Stack `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Stack{}, &StackList{})
-}

@@ -38,7 +38,13 @@ type Spec struct {
 	// PulumiHome is shared between operations so plugins are installed once.
 	PulumiHome string `json:"pulumiHome,omitempty"`
 	// PulumiCommand is the pulumi binary to run; empty means "pulumi" from PATH.
+	// The Automation API finds the CLI as <root>/bin/pulumi, so the path must
+	// have that shape (for example /usr/local/bin/pulumi or <repo>/bin/pulumi).
 	PulumiCommand string `json:"pulumiCommand,omitempty"`
+	// SecretsProvider is used when the runner creates the stack (for example
+	// "awskms://..."); empty means the backend's default (a passphrase for DIY
+	// backends, from PULUMI_CONFIG_PASSPHRASE in Env). Existing stacks keep theirs.
+	SecretsProvider string `json:"secretsProvider,omitempty"`
 
 	// Config values by key. A key without a namespace ("replicas") is put in the
 	// project's namespace ("<project>:replicas"). Value is any JSON value.

@@ -63,6 +63,5 @@ func PulumiEnv(bin string) map[string]string {
 		"PULUMI_SKIP_UPDATE_CHECK": "true",
 		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
 		"PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK":    "true",
-		"PULUMI_SKIP_CONFIRMATIONS":                   "true",
 	}
 }

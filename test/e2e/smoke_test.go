@@ -53,7 +53,7 @@ func TestSmokeChain(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(work, "Pulumi.yaml"), []byte(smokeProgram), 0o644)).To(Succeed())
 	state := t.TempDir()
 
-	pulumi, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: env.BinDir, SkipVersionCheck: true})
+	pulumi, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: filepath.Dir(env.BinDir), SkipVersionCheck: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	vars := testenv.PulumiEnv(env.BinDir)
 	vars["PULUMI_BACKEND_URL"] = "file://" + state
@@ -91,11 +91,13 @@ func TestSmokeChain(t *testing.T) {
 	go func() {
 		defer close(done)
 		for e := range evts {
-			if e.ResourcePreEvent == nil {
+			// A refresh step's pre-event only says "refresh"; what it found
+			// (same, update, delete) comes with its outputs event.
+			if e.ResOutputsEvent == nil {
 				continue
 			}
-			m := e.ResourcePreEvent.Metadata
-			if m.Op != apitype.OpSame && m.Op != apitype.OpRead {
+			m := e.ResOutputsEvent.Metadata
+			if m.Op != apitype.OpSame && m.Op != apitype.OpRead && m.Op != apitype.OpRefresh {
 				changed = append(changed, fmt.Sprintf("%s %s", m.Op, m.URN))
 			}
 		}

@@ -1,0 +1,150 @@
+// Command stackpilot-controller runs the Stackpilot operator. Its `runner`
+// subcommand is the runner process that the Local executor starts for each
+// operation: the controller re-executes its own binary, so one image holds both.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/controller"
+	"github.com/stackpilot/stackpilot/internal/executor"
+	"github.com/stackpilot/stackpilot/internal/runner"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "runner" {
+		os.Exit(runner.Main(os.Args[2:]))
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "stackpilot-controller:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionNamespace string
+	dataDir                 string
+	defaultBackend          string
+	defaultPassphraseSecret string
+	concurrentOperations    int
+	pulumiCommand           string
+	watchNamespace          string
+	gracefulShutdownTimeout time.Duration
+}
+
+func parseFlags() (*flags, *zap.Options) {
+	f := &flags{}
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
+	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the controller's own).")
+	flag.StringVar(&f.dataDir, "data-dir", "/data", "Directory for the artifact cache, work directories, PULUMI_HOME and the default backend.")
+	flag.StringVar(&f.defaultBackend, "default-backend", "", "Backend URL for Stacks without spec.backend; {namespace} is replaced by the Stack's namespace, or /<namespace> is appended (default: file://<data-dir>/state/{namespace}).")
+	flag.StringVar(&f.defaultPassphraseSecret, "default-passphrase-secret", "", "Name of a Secret (key \"passphrase\") in each Stack's namespace used when spec.secretsProvider is not set.")
+	flag.IntVar(&f.concurrentOperations, "concurrent-operations", 4, "How many Pulumi operations run at once.")
+	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
+	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
+	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for running reconciles on shutdown.")
+	opts := &zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	return f, opts
+}
+
+func run() error {
+	f, zapOpts := parseFlags()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
+	if f.concurrentOperations < 1 {
+		return errors.New("--concurrent-operations must be at least 1")
+	}
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return err
+	}
+	if f.defaultBackend == "" {
+		f.defaultBackend = "file://" + filepath.Join(dataDir, "state") + "/{namespace}"
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the runner: %w", err)
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	mgrOpts := ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "stackpilot-controller-leader",
+		LeaderElectionNamespace: f.leaderElectionNamespace,
+		GracefulShutdownTimeout: &f.gracefulShutdownTimeout,
+	}
+	if f.watchNamespace != "" {
+		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{f.watchNamespace: {}}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	if err != nil {
+		return err
+	}
+
+	r, err := controller.NewStackReconciler(mgr, controller.Config{
+		DataDir:                 dataDir,
+		DefaultBackend:          f.defaultBackend,
+		DefaultPassphraseSecret: f.defaultPassphraseSecret,
+		PulumiCommand:           f.pulumiCommand,
+		Executor: &executor.Local{
+			Command:     []string{self, "runner"},
+			WorkRoot:    filepath.Join(dataDir, "operations"),
+			PulumiHome:  filepath.Join(dataDir, "pulumi-home"),
+			Concurrency: f.concurrentOperations,
+			Env:         inheritEnv("PATH", "HOME", "TMPDIR", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations)
+	return mgr.Start(ctx)
+}
+
+// inheritEnv passes the named variables of the controller's environment to the
+// runner: enough to find the tools and, for the Kubernetes provider, the cluster.
+func inheritEnv(names ...string) []string {
+	var env []string
+	for _, n := range names {
+		if v, ok := os.LookupEnv(n); ok {
+			env = append(env, n+"="+v)
+		}
+	}
+	return env
+}

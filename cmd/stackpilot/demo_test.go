@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/testenv"
+)
+
+// TestDemoOnce runs `stackpilot demo --once` end to end: control plane,
+// controller, Git server, the sample Stack with the real Pulumi engine and
+// Kubernetes provider. runDemo itself fails unless the Stack became Ready at
+// the committed revision, the program's ConfigMap holds the expected data and
+// the outputs were published, so the test only has to run it.
+func TestDemoOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the end-to-end demo in -short mode")
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.RequireBinaries(bin, demoTools...); err != nil {
+		t.Skipf("skipping the end-to-end demo: %v", err)
+	}
+
+	var out bytes.Buffer
+	opts := demoOptions{
+		once:    true,
+		timeout: 5 * time.Minute,
+		// Not bin/stackpilot-controller: a `make demo` may be running it.
+		controllerBin: filepath.Join(t.TempDir(), "stackpilot-controller"),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	err = runDemo(ctx, opts, &out, &out)
+	t.Logf("demo output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("stackpilot demo --once: %v", err)
+	}
+	for _, want := range []string{
+		"Ready=True (Succeeded)",
+		"kubectl get stacks -A",
+		"cluster-metadata   True", // the kubectl table
+		"registryToken      [secret]",
+		"Done in",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+}
+
+// TestDemoManifests checks the embedded sample without a cluster.
+func TestDemoManifests(t *testing.T) {
+	const url = "http://127.0.0.1:1/platform.git"
+	objs, err := decodeManifests(demoManifestsFor(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stack *v1alpha1.Stack
+	secrets := map[string]bool{}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *v1alpha1.Stack:
+			stack = o
+		case *corev1.Secret:
+			secrets[o.Name] = true
+		}
+	}
+	if stack == nil || len(secrets) != 2 || len(objs) != 4 {
+		t.Fatalf("want a Namespace, two Secrets and a Stack, got %d objects", len(objs))
+	}
+	if stack.Namespace != demoNamespace || stack.Name != demoStackName {
+		t.Errorf("Stack is %s/%s", stack.Namespace, stack.Name)
+	}
+	if got := stack.Spec.Source.Git.URL; got != url {
+		t.Errorf("git URL %q, want %q", got, url)
+	}
+	if stack.Spec.Source.Dir != demoProgramDir {
+		t.Errorf("dir %q, want %q", stack.Spec.Source.Dir, demoProgramDir)
+	}
+	if !secrets[stack.Spec.SecretsProvider.PassphraseSecretRef.Name] || !secrets[stack.Spec.ConfigFrom[0].SecretRef.Name] {
+		t.Errorf("the Stack refers to Secrets the sample does not create: %v", secrets)
+	}
+	if o := stack.Spec.Outputs; o == nil || o.SecretName == "" || o.ConfigMapName == "" {
+		t.Errorf("outputs: %+v, want a Secret and a ConfigMap", o)
+	}
+	if string(stack.Spec.Config["kubernetes:enableConfigMapMutable"].Raw) != "true" {
+		t.Errorf("config lacks kubernetes:enableConfigMapMutable: true")
+	}
+	if !bytes.Contains(demoProgram, []byte("deleteBeforeReplace: true")) {
+		t.Errorf("the program's ConfigMap has a fixed name but no deleteBeforeReplace")
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{nil, 2, "Usage: stackpilot"},
+		{[]string{"help"}, 0, "demo"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"demo", "-h"}, 0, "--once"},
+		{[]string{"demo", "extra"}, 2, "unexpected arguments"},
+	} {
+		var out bytes.Buffer
+		if code := run(tc.args, &out, &out); code != tc.code || !strings.Contains(out.String(), tc.out) {
+			t.Errorf("stackpilot %q: exit %d, output %q; want exit %d and %q", tc.args, code, out.String(), tc.code, tc.out)
+		}
+	}
+}

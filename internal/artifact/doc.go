@@ -1,0 +1,13 @@
+// Package artifact is Stackpilot's content-addressed cache of source trees.
+//
+// A tree is stored once under <root>/sha256/<hex>/, where <hex> is the
+// digest of its content (see Digest), so every Stack that uses the same
+// program at the same revision shares one copy, and an operation can refer to
+// its program by digest alone (the Job executor fetches it that way). A small
+// index maps source keys such as "<url>@<commit>" to digests so a known
+// revision is found without touching the network.
+//
+// Stored files are read-only; operations work on private copies made with
+// CopyTree. Untar extracts archives (OCI layers, artifacts served to Jobs)
+// with limits and without letting entries escape the destination.
+package artifact

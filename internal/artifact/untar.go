@@ -1,0 +1,271 @@
+package artifact
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Limits bound what Untar accepts. Zero fields take the defaults.
+type Limits struct {
+	// MaxBytes is the total size of regular files, after decompression.
+	MaxBytes int64
+	// MaxFiles is the number of entries of any kind.
+	MaxFiles int
+}
+
+const (
+	DefaultMaxBytes = 1 << 30 // 1 GiB
+	DefaultMaxFiles = 100_000
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultMaxFiles
+	}
+	return l
+}
+
+// Untar extracts a tar stream, gzip-compressed or not, into dst (created if
+// needed). Archives come from registries and users, so it refuses, with an
+// *UnsafePathError or *LimitError:
+//   - absolute names and names that climb out of dst with "..";
+//   - writing through a symbolic link (an entry "a/b" after a link "a");
+//   - symbolic links that resolve outside dst, also through other links;
+//   - hard links to anything but a regular file already extracted;
+//   - devices and FIFOs;
+//   - more than limits.MaxFiles entries or limits.MaxBytes of file content.
+//
+// Owners, times and permission bits other than exec are not restored. On
+// error, dst may hold a partial tree: extract into a fresh directory and
+// remove it on failure.
+func Untar(r io.Reader, dst string, limits Limits) error {
+	limits = limits.withDefaults()
+	tr, err := tarReader(r)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	x := &extractor{dst: dst, limits: limits}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading archive: %w", err)
+		}
+		if err := x.entry(h, tr); err != nil {
+			return err
+		}
+	}
+	return x.checkLinks()
+}
+
+// tarReader sniffs the gzip magic so callers need not know whether a layer
+// is compressed.
+func tarReader(r io.Reader) (*tar.Reader, error) {
+	br := bufio.NewReader(r)
+	magic, err := br.Peek(2)
+	if err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("reading archive: %w", err)
+		}
+		return tar.NewReader(zr), nil
+	}
+	return tar.NewReader(br), nil
+}
+
+type extractor struct {
+	dst    string
+	limits Limits
+	files  int
+	bytes  int64
+	links  []string // symbolic links, checked when the tree is complete
+}
+
+func (x *extractor) entry(h *tar.Header, r io.Reader) error {
+	if h.Typeflag == tar.TypeXGlobalHeader {
+		return nil // PAX metadata, not an entry
+	}
+	x.files++
+	if x.files > x.limits.MaxFiles {
+		return &LimitError{Limit: "file count", Max: int64(x.limits.MaxFiles)}
+	}
+	name, err := entryName(h.Name)
+	if err != nil || name == "." {
+		return err
+	}
+	target := filepath.Join(x.dst, filepath.FromSlash(name))
+	if err := x.mkParents(name); err != nil {
+		return err
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		return x.mkdir(name, target)
+	case tar.TypeReg, tar.TypeGNUSparse: // archive/tar reports old-style regular files (TypeRegA) as TypeReg
+		return x.file(name, target, h, r)
+	case tar.TypeSymlink:
+		return x.symlink(name, target, h.Linkname)
+	case tar.TypeLink:
+		return x.hardlink(name, target, h.Linkname)
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		return &UnsafePathError{Path: name, Reason: "device files and FIFOs are not allowed"}
+	default:
+		return &UnsafePathError{Path: name, Reason: fmt.Sprintf("unsupported entry type %q", h.Typeflag)}
+	}
+}
+
+// entryName validates an archive path and returns it cleaned, with "/"
+// separators.
+func entryName(raw string) (string, error) {
+	if raw == "" {
+		return "", &UnsafePathError{Path: raw, Reason: "empty name"}
+	}
+	if strings.HasPrefix(raw, "/") || filepath.IsAbs(raw) {
+		return "", &UnsafePathError{Path: raw, Reason: "absolute paths are not allowed"}
+	}
+	name := path.Clean(raw)
+	if name == ".." || strings.HasPrefix(name, "../") {
+		return "", &UnsafePathError{Path: raw, Reason: "path leads outside the destination"}
+	}
+	return name, nil
+}
+
+// mkParents creates the parent directories of name, refusing to pass
+// through anything that is not a real directory: a symbolic link there
+// would redirect the write outside dst.
+func (x *extractor) mkParents(name string) error {
+	parts := strings.Split(name, "/")
+	cur := x.dst
+	for i, p := range parts[:len(parts)-1] {
+		cur = filepath.Join(cur, p)
+		fi, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(cur, 0o755); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return &UnsafePathError{Path: name, Reason: fmt.Sprintf("would be written through the symbolic link %q", strings.Join(parts[:i+1], "/"))}
+		case !fi.IsDir():
+			return &UnsafePathError{Path: name, Reason: fmt.Sprintf("parent %q is not a directory", strings.Join(parts[:i+1], "/"))}
+		}
+	}
+	return nil
+}
+
+func (x *extractor) mkdir(name, target string) error {
+	fi, err := os.Lstat(target)
+	if err == nil {
+		if fi.IsDir() {
+			return nil
+		}
+		return &UnsafePathError{Path: name, Reason: "directory entry replaces a file or link"}
+	}
+	return os.Mkdir(target, 0o755)
+}
+
+// clearPath removes whatever non-directory is at target so a later entry can
+// replace an earlier one, as tar does, without ever writing through a link.
+func clearPath(name, target string) error {
+	fi, err := os.Lstat(target)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return &UnsafePathError{Path: name, Reason: "entry replaces a directory"}
+	}
+	return os.Remove(target)
+}
+
+func (x *extractor) file(name, target string, h *tar.Header, r io.Reader) error {
+	if h.Size < 0 || x.bytes+h.Size > x.limits.MaxBytes {
+		return &LimitError{Limit: "size", Max: x.limits.MaxBytes}
+	}
+	if err := clearPath(name, target); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	// The header's size is trusted only as an upper bound: reading one
+	// byte more than it announces would mean a broken reader, and the
+	// limit must hold whatever happens.
+	n, err := io.Copy(f, io.LimitReader(r, h.Size))
+	x.bytes += n
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("extracting %q: %w", name, err)
+	}
+	return os.Chmod(target, fileMode(h.Mode&0o111 != 0, false))
+}
+
+func (x *extractor) symlink(name, target, linkname string) error {
+	if linkname == "" || path.IsAbs(linkname) || filepath.IsAbs(linkname) {
+		return &UnsafePathError{Path: name, Reason: fmt.Sprintf("symbolic link to absolute path %q", linkname)}
+	}
+	// A lexical check now catches the plain cases early; checkLinks
+	// catches escapes through chains of links once all entries exist.
+	resolved := path.Join(path.Dir(name), linkname)
+	if resolved == ".." || strings.HasPrefix(resolved, "../") {
+		return &UnsafePathError{Path: name, Reason: fmt.Sprintf("symbolic link to %q leads outside the destination", linkname)}
+	}
+	if err := clearPath(name, target); err != nil {
+		return err
+	}
+	x.links = append(x.links, name)
+	return os.Symlink(linkname, target)
+}
+
+func (x *extractor) hardlink(name, target, linkname string) error {
+	src, err := entryName(linkname)
+	if err != nil {
+		return &UnsafePathError{Path: name, Reason: fmt.Sprintf("hard link to %q leads outside the destination", linkname)}
+	}
+	// The link target must be a regular file reached through real
+	// directories only; resolving it must not move it.
+	if rel, err := resolveInTree(x.dst, src); err != nil || filepath.ToSlash(rel) != src {
+		return &UnsafePathError{Path: name, Reason: fmt.Sprintf("hard link to %q goes through a symbolic link or outside the destination", linkname)}
+	}
+	oldname := filepath.Join(x.dst, filepath.FromSlash(src))
+	fi, err := os.Lstat(oldname)
+	if err != nil || !fi.Mode().IsRegular() {
+		return &UnsafePathError{Path: name, Reason: fmt.Sprintf("hard link to %q, which is not a regular file extracted before it", linkname)}
+	}
+	if err := clearPath(name, target); err != nil {
+		return err
+	}
+	return os.Link(oldname, target)
+}
+
+func (x *extractor) checkLinks() error {
+	for _, name := range x.links {
+		if _, err := resolveInTree(x.dst, filepath.FromSlash(name)); err != nil {
+			return &UnsafePathError{Path: name, Reason: "symbolic link leads outside the destination: " + err.Error()}
+		}
+	}
+	return nil
+}

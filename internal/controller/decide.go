@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"time"
+)
+
+// Action is what a reconcile does after resolving the source and the inputs.
+type Action string
+
+const (
+	// ActionNone: the stack is up to date; no Pulumi process runs.
+	ActionNone Action = "none"
+	// ActionUp: run `pulumi up`.
+	ActionUp Action = "up"
+	// ActionWait: the last attempt at these very inputs failed and its retry is not due.
+	ActionWait Action = "wait"
+)
+
+// decideInput is everything decide looks at. It is a plain struct so that the
+// rules are table-tested without a cluster.
+type decideInput struct {
+	Revision     string // resolved now
+	InputsDigest string // computed now
+
+	LastAppliedRevision       string
+	LastAppliedInputsDigest   string
+	LastAttemptedRevision     string
+	LastAttemptedInputsDigest string
+	Failures                  int64     // consecutive failed attempts of the last attempted revision+inputs
+	LastAttemptFinished       time.Time // when the last attempt ended
+
+	Interrupted bool // an operation of ours was found unfinished
+	Requested   bool // a person asked for a reconcile now (annotation changed)
+
+	Now           time.Time
+	RetryInterval time.Duration
+	Interval      time.Duration
+}
+
+// decision is decide's answer; RequeueAfter is set for ActionWait.
+type decision struct {
+	Action       Action
+	Why          string
+	RequeueAfter time.Duration
+}
+
+// decide applies the rules of DESIGN.md: nothing changed runs nothing; a new
+// revision or new inputs always run at once, whatever the backoff; a failed
+// attempt is retried after retryInterval, doubling up to a cap.
+func decide(in decideInput) decision {
+	switch {
+	case in.Interrupted:
+		return decision{Action: ActionUp, Why: "the previous operation was interrupted"}
+	case in.Revision != in.LastAttemptedRevision || in.InputsDigest != in.LastAttemptedInputsDigest:
+		if in.LastAttemptedRevision == "" {
+			return decision{Action: ActionUp, Why: "first apply"}
+		}
+		if in.Revision != in.LastAttemptedRevision {
+			return decision{Action: ActionUp, Why: "new revision " + in.Revision}
+		}
+		return decision{Action: ActionUp, Why: "inputs changed"}
+	case in.Revision == in.LastAppliedRevision && in.InputsDigest == in.LastAppliedInputsDigest && in.Failures == 0:
+		return decision{Action: ActionNone, Why: "up to date"}
+	case in.Requested:
+		return decision{Action: ActionUp, Why: "reconcile requested"}
+	}
+	due := in.LastAttemptFinished.Add(backoff(in.Failures, in.RetryInterval, in.Interval))
+	if !in.Now.Before(due) {
+		return decision{Action: ActionUp, Why: "retrying the failed operation"}
+	}
+	return decision{Action: ActionWait, Why: "waiting to retry the failed operation", RequeueAfter: due.Sub(in.Now)}
+}
+
+// backoff is retryInterval doubled per consecutive failure after the first,
+// capped at the larger of interval and retryInterval.
+func backoff(failures int64, retryInterval, interval time.Duration) time.Duration {
+	if retryInterval <= 0 {
+		retryInterval = time.Minute
+	}
+	limit := max(interval, retryInterval)
+	d := retryInterval
+	for i := int64(1); i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}

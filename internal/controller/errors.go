@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The reconciler's typed errors choose what happens next, as in Flux:
+// a StallingError needs a change by a person (no retry until the spec or a
+// referenced object changes), a WaitingError requeues after a delay without
+// counting as a failure, and any other error is transient and backs off.
+
+// StallingError is a problem the controller cannot fix by retrying.
+type StallingError struct {
+	Reason string // condition reason
+	Err    error
+}
+
+func (e *StallingError) Error() string { return e.Err.Error() }
+func (e *StallingError) Unwrap() error { return e.Err }
+
+// stalling builds a StallingError with a formatted message.
+func stalling(reason, format string, args ...any) *StallingError {
+	return &StallingError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// WaitingError is a condition that will likely clear on its own.
+type WaitingError struct {
+	Reason       string
+	Err          error
+	RequeueAfter time.Duration
+}
+
+func (e *WaitingError) Error() string { return e.Err.Error() }
+func (e *WaitingError) Unwrap() error { return e.Err }
+
+// TransientError is a failure worth retrying with backoff; Reason is its condition reason.
+type TransientError struct {
+	Reason string
+	Err    error
+}
+
+func (e *TransientError) Error() string { return e.Err.Error() }
+func (e *TransientError) Unwrap() error { return e.Err }
+
+func transient(reason string, err error) *TransientError {
+	return &TransientError{Reason: reason, Err: err}
+}
+
+// reasonOf gives the condition reason carried by a typed error, or def.
+func reasonOf(err error, def string) string {
+	var s *StallingError
+	var w *WaitingError
+	var t *TransientError
+	switch {
+	case errors.As(err, &s):
+		return s.Reason
+	case errors.As(err, &w):
+		return w.Reason
+	case errors.As(err, &t):
+		return t.Reason
+	}
+	return def
+}

@@ -1,0 +1,269 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/runner"
+)
+
+// inputs is everything besides the program that an operation depends on,
+// resolved from the spec and the Secrets and ConfigMaps it references.
+type inputs struct {
+	Backend string
+	Config  []runner.ConfigValue
+	Env     map[string]string
+	// Digest identifies these inputs; it changes when any of them changes.
+	Digest string
+	// secrets are the values that must never be shown (scrubbed from messages).
+	secrets []string
+}
+
+// configKeyPattern is a Pulumi config key: an optional namespace, then a name.
+var configKeyPattern = regexp.MustCompile(`^([A-Za-z0-9_.-]+:)?[A-Za-z0-9_./-]+$`)
+
+// inputsResolver reads the objects a Stack references.
+type inputsResolver struct {
+	client                  client.Reader
+	defaultBackend          string // may hold {namespace}
+	defaultPassphraseSecret string
+}
+
+// resolve builds the inputs of stack. Missing references are a WaitingError
+// (they may be created soon); malformed ones are a StallingError.
+func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*inputs, error) {
+	in := &inputs{Env: map[string]string{}}
+	spec := &stack.Spec
+
+	in.Backend = spec.Backend
+	if in.Backend == "" {
+		in.Backend = namespacedBackend(r.defaultBackend, stack.Namespace)
+	}
+	if in.Backend == "" {
+		return nil, stalling(v1alpha1.InvalidSpecReason, "spec.backend is empty and the controller has no --default-backend")
+	}
+
+	values := map[string]runner.ConfigValue{}
+	for i, src := range spec.ConfigFrom {
+		data, secret, err := r.readRef(ctx, stack.Namespace, fmt.Sprintf("spec.configFrom[%d]", i), src.ConfigMapRef, src.SecretRef)
+		if err != nil {
+			return nil, err
+		}
+		keys := src.Keys
+		if len(keys) == 0 {
+			keys = sortedKeys(data)
+		}
+		for _, k := range keys {
+			v, ok := data[k]
+			if !ok {
+				if data == nil { // optional and absent
+					continue
+				}
+				return nil, waiting(v1alpha1.InputsNotFoundReason, "spec.configFrom[%d]: key %q not found in %s", i, k, refName(src.ConfigMapRef, src.SecretRef))
+			}
+			if !configKeyPattern.MatchString(k) {
+				return nil, stalling(v1alpha1.InvalidSpecReason, "spec.configFrom[%d]: key %q is not a valid Pulumi config key (want [namespace:]name)", i, k)
+			}
+			values[k] = runner.ConfigValue{Key: k, Value: v, Secret: secret}
+			if secret {
+				in.secrets = append(in.secrets, v)
+			}
+		}
+	}
+	for k, raw := range spec.Config {
+		if !configKeyPattern.MatchString(k) {
+			return nil, stalling(v1alpha1.InvalidSpecReason, "spec.config: key %q is not a valid Pulumi config key (want [namespace:]name)", k)
+		}
+		var v any
+		if err := json.Unmarshal(raw.Raw, &v); err != nil {
+			return nil, stalling(v1alpha1.InvalidSpecReason, "spec.config.%s: %v", k, err)
+		}
+		values[k] = runner.ConfigValue{Key: k, Value: v}
+	}
+	for _, k := range sortedKeys(values) {
+		in.Config = append(in.Config, values[k])
+	}
+
+	for i, src := range spec.EnvFrom {
+		data, secret, err := r.readRef(ctx, stack.Namespace, fmt.Sprintf("spec.envFrom[%d]", i), src.ConfigMapRef, src.SecretRef)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range data {
+			in.Env[src.Prefix+k] = v
+			if secret {
+				in.secrets = append(in.secrets, v)
+			}
+		}
+	}
+	if ref := spec.BackendSecretRef; ref != nil {
+		data, err := r.secretData(ctx, stack.Namespace, ref.Name, "spec.backendSecretRef", false)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range data {
+			in.Env[k] = v
+			in.secrets = append(in.secrets, v)
+		}
+	}
+	if err := r.resolvePassphrase(ctx, stack, in); err != nil {
+		return nil, err
+	}
+	in.secrets = slices.DeleteFunc(in.secrets, func(s string) bool { return s == "" })
+	in.Digest = digestInputs(stack, in)
+	return in, nil
+}
+
+// resolvePassphrase sets PULUMI_CONFIG_PASSPHRASE from the Secret the spec or the
+// controller names. Pulumi Cloud backends need none.
+func (r *inputsResolver) resolvePassphrase(ctx context.Context, stack *v1alpha1.Stack, in *inputs) error {
+	field := "spec.secretsProvider.passphraseSecretRef"
+	ref := &v1alpha1.SecretKeyRef{}
+	switch {
+	case stack.Spec.SecretsProvider != nil && stack.Spec.SecretsProvider.PassphraseSecretRef != nil:
+		ref = stack.Spec.SecretsProvider.PassphraseSecretRef
+	case r.defaultPassphraseSecret != "":
+		ref.Name = r.defaultPassphraseSecret
+		field = "the controller's --default-passphrase-secret"
+	case isCloudBackend(in.Backend):
+		return nil
+	default:
+		return stalling(v1alpha1.InvalidSpecReason,
+			"spec.secretsProvider.passphraseSecretRef is required for backend %s (or start the controller with --default-passphrase-secret)", redactURL(in.Backend))
+	}
+	data, err := r.secretData(ctx, stack.Namespace, ref.Name, field, false)
+	if err != nil {
+		return err
+	}
+	pass, ok := data[ref.GetKey()]
+	if !ok {
+		return waiting(v1alpha1.InputsNotFoundReason, "%s: Secret %s has no key %q", field, ref.Name, ref.GetKey())
+	}
+	in.Env["PULUMI_CONFIG_PASSPHRASE"] = pass
+	in.secrets = append(in.secrets, pass)
+	return nil
+}
+
+// readRef reads exactly one of a ConfigMap or a Secret; data is nil when the
+// object is optional and absent. secret tells which kind it was.
+func (r *inputsResolver) readRef(ctx context.Context, ns, field string, cm, sec *v1alpha1.OptionalObjectReference) (map[string]string, bool, error) {
+	switch {
+	case cm != nil && sec == nil:
+		var obj corev1.ConfigMap
+		err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cm.Name}, &obj)
+		if apierrors.IsNotFound(err) {
+			if cm.Optional {
+				return nil, false, nil
+			}
+			return nil, false, waiting(v1alpha1.InputsNotFoundReason, "%s: ConfigMap %s not found", field, cm.Name)
+		}
+		if err != nil {
+			return nil, false, transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read ConfigMap %s: %w", field, cm.Name, err))
+		}
+		data := map[string]string{}
+		for k, v := range obj.Data {
+			data[k] = v
+		}
+		for k, v := range obj.BinaryData {
+			data[k] = string(v)
+		}
+		return data, false, nil
+	case sec != nil && cm == nil:
+		data, err := r.secretData(ctx, ns, sec.Name, field, sec.Optional)
+		return data, true, err
+	}
+	return nil, false, stalling(v1alpha1.InvalidSpecReason, "%s: set exactly one of configMapRef and secretRef", field)
+}
+
+func (r *inputsResolver) secretData(ctx context.Context, ns, name, field string, optional bool) (map[string]string, error) {
+	var obj corev1.Secret
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &obj)
+	if apierrors.IsNotFound(err) {
+		if optional {
+			return nil, nil
+		}
+		return nil, waiting(v1alpha1.InputsNotFoundReason, "%s: Secret %s not found", field, name)
+	}
+	if err != nil {
+		return nil, transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read Secret %s: %w", field, name, err))
+	}
+	data := map[string]string{}
+	for k, v := range obj.Data {
+		data[k] = string(v)
+	}
+	return data, nil
+}
+
+// digestInputs hashes what decides the result of an operation besides the
+// program: the spec fields the runner uses and the resolved values. Values from
+// Secrets enter only through this one-way hash.
+func digestInputs(stack *v1alpha1.Stack, in *inputs) string {
+	envKeys := sortedKeys(in.Env)
+	env := make([][2]string, 0, len(envKeys))
+	for _, k := range envKeys {
+		env = append(env, [2]string{k, in.Env[k]})
+	}
+	doc := struct {
+		Source    v1alpha1.StackSource `json:"source"`
+		StackName string               `json:"stackName"`
+		Backend   string               `json:"backend"`
+		Config    []runner.ConfigValue `json:"config"`
+		Env       [][2]string          `json:"env"`
+		Refresh   bool                 `json:"refresh"`
+		Targets   []string             `json:"targets"`
+	}{stack.Spec.Source, stack.GetStackName(), in.Backend, in.Config, env, stack.Spec.Refresh, stack.Spec.Targets}
+	raw, _ := json.Marshal(doc)
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// namespacedBackend gives each namespace its own state under the default backend,
+// so two Stacks with the same stackName in different namespaces never share state.
+func namespacedBackend(tmpl, ns string) string {
+	if tmpl == "" {
+		return ""
+	}
+	if strings.Contains(tmpl, "{namespace}") {
+		return strings.ReplaceAll(tmpl, "{namespace}", ns)
+	}
+	if isCloudBackend(tmpl) {
+		return tmpl // Pulumi Cloud keeps stacks apart by organization and project
+	}
+	return strings.TrimSuffix(tmpl, "/") + "/" + ns
+}
+
+func isCloudBackend(u string) bool {
+	return strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")
+}
+
+func waiting(reason, format string, args ...any) *WaitingError {
+	return &WaitingError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+func refName(cm, sec *v1alpha1.OptionalObjectReference) string {
+	if cm != nil {
+		return "ConfigMap " + cm.Name
+	}
+	return "Secret " + sec.Name
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

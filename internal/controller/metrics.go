@@ -1,0 +1,24 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Operation metrics, served on the controller's metrics endpoint. Labels never
+// carry secret values: only the operation type and its outcome.
+var (
+	operationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stackpilot_operations_total",
+		Help: "Pulumi operations run (one runner process each), by type and outcome.",
+	}, []string{"type", "outcome"})
+	operationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "stackpilot_operation_duration_seconds",
+		Help:    "Duration of Pulumi operations, by type.",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800},
+	}, []string{"type"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(operationsTotal, operationSeconds)
+}

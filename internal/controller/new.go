@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/stackpilot/stackpilot/internal/artifact"
+)
+
+// Config is what NewStackReconciler needs besides the manager.
+type Config struct {
+	// DataDir holds the artifact cache (artifacts/), per-operation program copies
+	// (work/) and, by default, PULUMI_HOME (pulumi-home/).
+	DataDir                 string
+	DefaultBackend          string
+	DefaultPassphraseSecret string
+	PulumiCommand           string
+	Executor                Executor
+	// Source resolves and fetches Git programs; a new one sharing resolutions
+	// across Stacks is made when nil.
+	Source *GitSource
+}
+
+// NewStackReconciler wires a reconciler to a manager's clients.
+func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) {
+	for _, d := range []string{"artifacts", "work", "pulumi-home"} {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+	}
+	store, err := artifact.NewStore(filepath.Join(cfg.DataDir, "artifacts"))
+	if err != nil {
+		return nil, err
+	}
+	src := cfg.Source
+	if src == nil {
+		src = NewGitSource(store)
+	}
+	return &StackReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		EventRecorder:           mgr.GetEventRecorder("stackpilot-controller"),
+		Executor:                cfg.Executor,
+		Source:                  src,
+		Artifacts:               store,
+		WorkDir:                 filepath.Join(cfg.DataDir, "work"),
+		PulumiHome:              filepath.Join(cfg.DataDir, "pulumi-home"),
+		PulumiCommand:           cfg.PulumiCommand,
+		DefaultBackend:          cfg.DefaultBackend,
+		DefaultPassphraseSecret: cfg.DefaultPassphraseSecret,
+	}, nil
+}

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+)
+
+// resolveInputs reads the config, env and credentials the spec references.
+func (r *StackReconciler) resolveInputs(ctx context.Context, st *reconcileState) (stepResult, error) {
+	in, err := r.inputsResolver().resolve(ctx, st.stack)
+	if err != nil {
+		return stepDone, err
+	}
+	st.inputs = in
+	return stepContinue, nil
+}
+
+func (r *StackReconciler) inputsResolver() *inputsResolver {
+	return &inputsResolver{client: r.APIReader, defaultBackend: r.DefaultBackend, defaultPassphraseSecret: r.DefaultPassphraseSecret}
+}
+
+// decide chooses between nothing, an up, and waiting out a failure's backoff.
+func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepResult, error) {
+	stack := st.stack
+	in := decideInput{
+		Revision:                  st.revision,
+		InputsDigest:              st.inputs.Digest,
+		LastAppliedRevision:       stack.Status.LastAppliedRevision,
+		LastAppliedInputsDigest:   stack.Status.InputsDigest,
+		LastAttemptedRevision:     stack.Status.LastAttemptedRevision,
+		LastAttemptedInputsDigest: stack.Status.LastAttemptedInputsDigest,
+		Failures:                  stack.Status.Failures,
+		LastAttemptFinished:       lastAttemptFinished(stack),
+		Interrupted:               st.recovered != nil,
+		Requested:                 isRequested(stack),
+		Now:                       time.Now(),
+		RetryInterval:             stack.GetRetryInterval(),
+		Interval:                  stack.GetRequeueAfter(),
+	}
+	st.decision = decide(in)
+	switch st.decision.Action {
+	case ActionNone:
+		conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", stack.Status.LastAppliedRevision)
+		return stepDone, nil
+	case ActionWait:
+		reason, msg := v1alpha1.OperationFailedReason, "the last operation failed"
+		if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Status != "True" {
+			reason, msg = c.Reason, c.Message
+		}
+		return stepDone, &WaitingError{Reason: reason, Err: errors.New(msg), RequeueAfter: st.decision.RequeueAfter}
+	}
+	return stepContinue, nil
+}
+
+// lastAttemptFinished is when the newest finished operation ended.
+func lastAttemptFinished(stack *v1alpha1.Stack) time.Time {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt != nil {
+			return h.FinishedAt.Time
+		}
+	}
+	return time.Time{}
+}

@@ -1,0 +1,187 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/artifact"
+	"github.com/stackpilot/stackpilot/internal/runner"
+)
+
+// runUp runs `pulumi up` for the resolved revision and inputs and records it.
+func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepResult, error) {
+	res, err := r.operate(ctx, st, runner.OpUp, st.artifact, st.revision)
+	if err != nil {
+		return stepDone, err
+	}
+	stack := st.stack
+	stack.Status.LastAppliedRevision = st.revision
+	stack.Status.InputsDigest = st.inputs.Digest
+	stack.Status.LastAppliedArtifact = &v1alpha1.ArtifactReference{Revision: st.revision, Digest: st.artifact.Digest}
+	stack.Status.Outputs = statusOutputs(res.Outputs)
+	st.result = res
+	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", st.revision)
+	return stepContinue, nil
+}
+
+// operate runs one operation through the executor: it records the operation as
+// running in status first (so a crash leaves a trace), then the result.
+func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ runner.OperationType, art artifact.Artifact, revision string) (*runner.Result, error) {
+	stack := st.stack
+	rec := v1alpha1.OperationRecord{
+		ID:        newOperationID(typ),
+		Type:      v1alpha1.OperationType(typ),
+		Revision:  revision,
+		StartedAt: metav1.Now(),
+		Outcome:   v1alpha1.OutcomeRunning,
+	}
+	stack.Status.CurrentOperation = rec.DeepCopy()
+	stack.Status.PushHistory(rec)
+	if typ != runner.OpDestroy {
+		stack.Status.LastAttemptedRevision = revision
+		stack.Status.LastAttemptedInputsDigest = st.inputs.Digest
+	}
+	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running %s %s of revision %s", typ, rec.ID, revision)
+	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Running %s of revision %s", typ, revision)
+	if err := st.patcher.Patch(ctx, stack); err != nil {
+		return nil, transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of %s: %w", typ, err))
+	}
+	r.inflight.start(stack.UID, rec.ID)
+	defer r.inflight.end(stack.UID)
+	r.recordf(stack, corev1.EventTypeNormal, "OperationStarted", string(typ), "%s %s of revision %s started", typ, rec.ID, revision)
+
+	res := r.execute(ctx, st, rec.ID, typ, art)
+	operationsTotal.WithLabelValues(string(typ), string(res.Outcome)).Inc()
+	operationSeconds.WithLabelValues(string(typ)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
+
+	finished := metav1.NewTime(res.FinishedAt)
+	if res.FinishedAt.IsZero() {
+		finished = metav1.Now()
+	}
+	rec.FinishedAt = &finished
+	rec.Outcome = v1alpha1.OperationOutcome(res.Outcome)
+	rec.Changes = &v1alpha1.ChangeSummary{
+		Create: int64(res.Changes.Create), Update: int64(res.Changes.Update),
+		Replace: int64(res.Changes.Replace), Delete: int64(res.Changes.Delete),
+	}
+	rec.Message = truncate(scrub(res.Message, st.inputs.secrets), 2000)
+	if rec.Message == "" && res.Outcome == runner.OutcomeSucceeded {
+		rec.Message = summaryLine(res)
+	}
+	replaceHistory(stack, rec)
+	stack.Status.CurrentOperation = nil
+
+	if res.Outcome == runner.OutcomeSucceeded {
+		stack.Status.Failures = 0
+		r.recordf(stack, corev1.EventTypeNormal, "OperationSucceeded", string(typ), "%s %s of revision %s succeeded: %s", typ, rec.ID, revision, summaryLine(res))
+		return res, nil
+	}
+	if typ != runner.OpDestroy {
+		stack.Status.Failures++
+		st.requeueAfter = backoff(stack.Status.Failures, stack.GetRetryInterval(), stack.GetRequeueAfter())
+	}
+	reason := failureReason(res.ErrorClass)
+	msg := fmt.Sprintf("%s %s of revision %s failed: %s", typ, rec.ID, revision, rec.Message)
+	r.event(stack, corev1.EventTypeWarning, reason, string(typ), msg)
+	return nil, transient(reason, fmt.Errorf("%s", msg))
+}
+
+// execute prepares a private copy of the program and runs the operation. It
+// always returns a result: an executor failure becomes an internal failure.
+func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact) *runner.Result {
+	started := time.Now()
+	fail := func(class runner.ErrorClass, err error) *runner.Result {
+		return &runner.Result{APIVersion: runner.APIVersion, ID: id, Type: typ, Outcome: runner.OutcomeFailed,
+			ErrorClass: class, Message: err.Error(), StartedAt: started, FinishedAt: time.Now()}
+	}
+	workDir := filepath.Join(r.WorkDir, id)
+	defer os.RemoveAll(workDir)
+	programDir := filepath.Join(workDir, "program")
+	if err := r.Artifacts.CopyTree(ctx, art, st.stack.Spec.Source.Dir, programDir); err != nil {
+		return fail(runner.ErrorProgram, fmt.Errorf("spec.source.dir %q: %w", st.stack.Spec.Source.Dir, err))
+	}
+	spec := runner.Spec{
+		APIVersion:     runner.APIVersion,
+		ID:             id,
+		Type:           typ,
+		WorkDir:        programDir,
+		StackName:      st.stack.GetStackName(),
+		Backend:        st.inputs.Backend,
+		PulumiHome:     r.PulumiHome,
+		PulumiCommand:  r.PulumiCommand,
+		Config:         st.inputs.Config,
+		Env:            st.inputs.Env,
+		Refresh:        st.stack.Spec.Refresh,
+		Targets:        st.stack.Spec.Targets,
+		ClearStaleLock: st.recovered != nil || lockMayBeStale(st.stack),
+		Timeout:        runner.Duration(st.stack.GetTimeout()),
+	}
+	res, err := r.Executor.Run(ctx, spec)
+	if err != nil {
+		// The runner died or was killed: Pulumi may have left its lock behind.
+		res := fail(runner.ErrorInternal, err)
+		res.Outcome = runner.Outcome(v1alpha1.OutcomeInterrupted)
+		return res
+	}
+	return &res
+}
+
+// lockMayBeStale is true when our previous operation on this stack ended without
+// Pulumi releasing its lock: it was interrupted, or killed at its timeout.
+func lockMayBeStale(stack *v1alpha1.Stack) bool {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt == nil {
+			continue // the operation starting now
+		}
+		return h.Outcome == v1alpha1.OutcomeInterrupted ||
+			(h.Outcome == v1alpha1.OutcomeFailed && strings.Contains(h.Message, "timed out"))
+	}
+	return false
+}
+
+// failureReason maps the runner's error class to a condition reason.
+func failureReason(c runner.ErrorClass) string {
+	switch c {
+	case runner.ErrorProgram:
+		return v1alpha1.ProgramErrorReason
+	case runner.ErrorAuth:
+		return v1alpha1.AuthenticationFailedReason
+	case runner.ErrorBackend:
+		return v1alpha1.BackendFailedReason
+	case runner.ErrorLocked:
+		return v1alpha1.LockedReason
+	case runner.ErrorTimeout:
+		return v1alpha1.TimeoutReason
+	}
+	return v1alpha1.OperationFailedReason
+}
+
+func summaryLine(res *runner.Result) string {
+	c := res.Changes
+	return fmt.Sprintf("%d created, %d updated, %d replaced, %d deleted, %d unchanged", c.Create, c.Update, c.Replace, c.Delete, c.Same)
+}
+
+func newOperationID(typ runner.OperationType) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return string(typ) + "-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

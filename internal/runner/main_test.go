@@ -1,0 +1,39 @@
+package runner
+
+import (
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/stackpilot/stackpilot/internal/testenv"
+)
+
+// TestMain lets the test binary play helper processes (see helperMain) and
+// stops the shared control plane if a test started one.
+func TestMain(m *testing.M) {
+	if role := os.Getenv(helperRoleEnv); role != "" {
+		os.Exit(helperMain(role))
+	}
+	code := m.Run()
+	if kube.env != nil {
+		_ = kube.env.Stop()
+	}
+	os.Exit(code)
+}
+
+// kube is one control plane shared by the tests that need the Kubernetes
+// provider, started by the first of them: the other tests need no API server.
+var kube struct {
+	once sync.Once
+	env  *testenv.Env
+	err  error
+}
+
+func kubeEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	kube.once.Do(func() { kube.env, kube.err = testenv.Start(testenv.Options{}) })
+	if kube.err != nil {
+		t.Fatal(kube.err)
+	}
+	return kube.env
+}

@@ -1,0 +1,124 @@
+package runner
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// KillProcessTree SIGKILLs root, every process descending from it, and every
+// process group led by one of them; root may be the calling process itself.
+//
+// Why more than kill(-pgid): the pulumi CLI starts each plugin (language host,
+// providers) in a process group of its own, so killing the runner's group alone
+// leaves the plugins running until they notice the engine is gone, minutes later.
+// Groups are killed only when their leader is in the tree, so nothing outside it
+// is touched.
+func KillProcessTree(root int) {
+	self := os.Getpid()
+	rootLeads := pgidOf(root) == root
+	if root != self && rootLeads {
+		// Freeze the runner and the CLI first: stopped processes start no plugins
+		// while the tree is read.
+		_ = syscall.Kill(-root, syscall.SIGSTOP)
+	}
+	tree := map[int]proc{}
+	for pass := 0; pass < 2; pass++ { // the second pass catches children forked during the first
+		for _, p := range descendants(readProcs(), root) {
+			tree[p.pid] = p
+			if p.pid != self {
+				_ = syscall.Kill(p.pid, syscall.SIGSTOP)
+			}
+		}
+	}
+	for _, p := range tree {
+		if p.pid == self {
+			continue
+		}
+		if p.pgid == p.pid {
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		}
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	if rootLeads {
+		_ = syscall.Kill(-root, syscall.SIGKILL)
+	} else {
+		_ = syscall.Kill(root, syscall.SIGKILL)
+	}
+}
+
+type proc struct{ pid, ppid, pgid int }
+
+// readProcs reads pid, parent and process group of every process from /proc.
+func readProcs() map[int]proc {
+	procs := map[int]proc{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return procs
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			procs[pid] = p
+		}
+	}
+	return procs
+}
+
+// readProc parses /proc/<pid>/stat: "pid (comm) state ppid pgrp ...". The
+// command name may hold spaces and parentheses, so fields count from the last ')'.
+func readProc(pid int) (proc, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return proc{}, false
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 3 {
+		return proc{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(fields[1]))
+	pgid, err2 := strconv.Atoi(string(fields[2]))
+	if err1 != nil || err2 != nil {
+		return proc{}, false
+	}
+	return proc{pid: pid, ppid: ppid, pgid: pgid}, true
+}
+
+func pgidOf(pid int) int {
+	pgid, err := syscall.Getpgid(pid)
+	if err != nil {
+		return -1
+	}
+	return pgid
+}
+
+// descendants returns the processes below root (not root itself).
+func descendants(procs map[int]proc, root int) []proc {
+	children := map[int][]proc{}
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p)
+	}
+	var out []proc
+	queue := []int{root}
+	seen := map[int]bool{root: true}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if !seen[c.pid] {
+				seen[c.pid] = true
+				out = append(out, c)
+				queue = append(queue, c.pid)
+			}
+		}
+	}
+	return out
+}

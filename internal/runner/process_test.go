@@ -1,0 +1,175 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// The test binary re-executes itself to play the processes of these tests; the
+// role is chosen by this environment variable.
+const (
+	helperRoleEnv = "STACKPILOT_RUNNER_TEST_ROLE"
+	helperDirEnv  = "STACKPILOT_RUNNER_TEST_DIR"
+)
+
+func helperMain(role string) int {
+	dir := os.Getenv(helperDirEnv)
+	switch role {
+	case "sleeper":
+		time.Sleep(time.Hour)
+	case "controller":
+		// Plays the controller: starts a runner the way the Local executor does,
+		// waits until it is set up, then dies without cleaning up.
+		cmd := helperCommand("runner", dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if os.Getenv("WITH_PDEATHSIG") != "" {
+			cmd.SysProcAttr.Pdeathsig = ParentDeathSignal
+		}
+		if err := cmd.Start(); err != nil {
+			return 1
+		}
+		waitForFile(filepath.Join(dir, "pids"), 10*time.Second)
+		return 0
+	case "runner":
+		// Plays the runner: a grandchild in its own group (like the pulumi CLI) and
+		// one leading a group of its own (like a plugin), then supervise as Main does.
+		inGroup := helperCommand("sleeper", dir)
+		plugin := helperCommand("sleeper", dir)
+		plugin.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if inGroup.Start() != nil || plugin.Start() != nil {
+			return 1
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer supervise(ctx, cancel, slog.New(slog.NewTextHandler(io.Discard, nil)))()
+		pids := fmt.Sprintf("%d %d %d", os.Getpid(), inGroup.Process.Pid, plugin.Process.Pid)
+		_ = os.WriteFile(filepath.Join(dir, "pids.tmp"), []byte(pids), 0o600)
+		_ = os.Rename(filepath.Join(dir, "pids.tmp"), filepath.Join(dir, "pids"))
+		select {
+		case <-ctx.Done():
+			_ = os.WriteFile(filepath.Join(dir, "cancelled"), nil, 0o600)
+			_ = inGroup.Process.Kill()
+			_ = plugin.Process.Kill()
+			return 0
+		case <-time.After(time.Minute):
+			return 3
+		}
+	}
+	return 2
+}
+
+func helperCommand(role, dir string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperRoleEnv+"="+role, helperDirEnv+"="+dir)
+	return cmd
+}
+
+func waitForFile(path string, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func readPids(t *testing.T, dir string) []int {
+	t.Helper()
+	if !waitForFile(filepath.Join(dir, "pids"), 10*time.Second) {
+		t.Fatal("the helper runner did not start")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, _ := strconv.Atoi(f)
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// alive is false for a process that is gone or a zombie: orphans are reaped by
+// whatever init the container has, possibly never.
+func alive(pid int) bool {
+	p, ok := readProc(pid)
+	if !ok {
+		return false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+func anyAlive(pids []int) func() []int {
+	return func() []int {
+		var live []int
+		for _, p := range pids {
+			if alive(p) {
+				live = append(live, p)
+			}
+		}
+		return live
+	}
+}
+
+func TestOrphanedRunnerKillsItsProcessTree(t *testing.T) {
+	for _, tc := range []struct {
+		name, pdeathsig string
+	}{
+		{"parent death signal", "1"}, // what the Local executor asks for
+		{"parent polling", ""},       // a runner started without one
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			dir := t.TempDir()
+			ctrl := helperCommand("controller", dir)
+			ctrl.Env = append(ctrl.Env, "WITH_PDEATHSIG="+tc.pdeathsig)
+			g.Expect(ctrl.Run()).To(Succeed())
+			pids := readPids(t, dir)
+			g.Eventually(anyAlive(pids), 10*time.Second, 50*time.Millisecond).Should(BeEmpty(),
+				"runner, its grandchild and the plugin-like group leader must all die")
+			g.Expect(filepath.Join(dir, "cancelled")).NotTo(BeAnExistingFile(), "an orphan is killed, not cancelled")
+		})
+	}
+}
+
+func TestSignalCancelsTheOperation(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	r := helperCommand("runner", dir)
+	r.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	g.Expect(r.Start()).To(Succeed())
+	pids := readPids(t, dir)
+	g.Expect(syscall.Kill(pids[0], syscall.SIGTERM)).To(Succeed())
+	g.Expect(r.Wait()).To(Succeed(), "with its parent alive, SIGTERM cancels and the runner ends normally")
+	g.Expect(filepath.Join(dir, "cancelled")).To(BeAnExistingFile())
+}
+
+func TestKillProcessTree(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	r := helperCommand("runner", dir)
+	r.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	g.Expect(r.Start()).To(Succeed())
+	pids := readPids(t, dir)
+	KillProcessTree(pids[0])
+	_ = r.Wait()
+	g.Eventually(anyAlive(pids), 5*time.Second, 50*time.Millisecond).Should(BeEmpty())
+}

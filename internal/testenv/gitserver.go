@@ -1,0 +1,476 @@
+package testenv
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/gittestserver"
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// GitServer is a real Git server for tests: Flux's gittestserver (the real
+// git-upload-pack behind smart HTTP, and optionally SSH), bound to
+// 127.0.0.1, with helpers to create commits and tags and to count requests.
+//
+// Commit, Tag and Delete write to the repositories on disk directly rather
+// than pushing over the network, so Requests counts only what the code
+// under test did.
+type GitServer struct {
+	srv  *gittestserver.GitServer
+	root string
+	cfg  gitServerConfig
+
+	requests   atomic.Int64
+	failStatus atomic.Int32
+
+	// sshIdentity is the client key the SSH server accepts (OpenSSH PEM);
+	// knownHosts the known_hosts line for the server's host key.
+	sshKey      ed25519.PrivateKey
+	sshIdentity []byte
+	knownHosts  []byte
+
+	mu sync.Mutex // serialises writes to repositories
+}
+
+type gitServerConfig struct {
+	user, password string
+	token          string
+	ssh            bool
+}
+
+// GitServerOption configures NewGitServer.
+type GitServerOption func(*gitServerConfig)
+
+// WithBasicAuth makes the HTTP server require these credentials. It may be
+// combined with WithBearerToken; either is then accepted.
+func WithBasicAuth(user, password string) GitServerOption {
+	return func(c *gitServerConfig) { c.user, c.password = user, password }
+}
+
+// WithBearerToken makes the HTTP server require "Authorization: Bearer
+// <token>" (or basic auth, when WithBasicAuth is also given).
+func WithBearerToken(token string) GitServerOption {
+	return func(c *gitServerConfig) { c.token = token }
+}
+
+// WithSSH also serves the repositories over SSH on 127.0.0.1. The server
+// accepts only the key from SSHIdentity, and presents the host key in
+// KnownHosts.
+func WithSSH() GitServerOption {
+	return func(c *gitServerConfig) { c.ssh = true }
+}
+
+// NewGitServer starts a Git server that lives as long as the test.
+func NewGitServer(t testing.TB, opts ...GitServerOption) *GitServer {
+	t.Helper()
+	s := &GitServer{root: filepath.Join(t.TempDir(), "repos")}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	if err := os.MkdirAll(s.root, 0o755); err != nil {
+		t.Fatalf("git server: %v", err)
+	}
+	// Authentication is done by our middleware rather than by
+	// gittestserver.Auth: that switches SSH to a package-global key
+	// lookup, and has no bearer tokens.
+	s.srv = gittestserver.NewGitServer(s.root)
+	s.srv.AddHTTPMiddlewares(s.middleware)
+	// httptest listens on 127.0.0.1:0 (never on all interfaces).
+	if err := s.srv.StartHTTP(); err != nil {
+		t.Fatalf("git server: start HTTP: %v", err)
+	}
+	t.Cleanup(s.srv.StopHTTP)
+	if s.cfg.ssh {
+		s.startSSH(t)
+	}
+	return s
+}
+
+// middleware counts every request, then applies fault injection and
+// authentication, before gitkit serves it.
+func (s *GitServer) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		if code := int(s.failStatus.Load()); code != 0 {
+			http.Error(w, http.StatusText(code), code)
+			return
+		}
+		if !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="stackpilot-test"`)
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *GitServer) authorized(r *http.Request) bool {
+	if s.cfg.user == "" && s.cfg.token == "" {
+		return true
+	}
+	if s.cfg.token != "" && r.Header.Get("Authorization") == "Bearer "+s.cfg.token {
+		return true
+	}
+	user, pass, ok := r.BasicAuth()
+	return ok && s.cfg.user != "" && user == s.cfg.user && pass == s.cfg.password
+}
+
+// URL returns the HTTP address of repo: http://127.0.0.1:<port>/<repo>.git.
+func (s *GitServer) URL(repo string) string {
+	return s.srv.HTTPAddress() + "/" + repo + ".git"
+}
+
+// SSHURL returns the SSH address of repo: ssh://git@127.0.0.1:<port>/<repo>.git.
+// It is empty unless the server was started WithSSH.
+func (s *GitServer) SSHURL(repo string) string {
+	if !s.cfg.ssh {
+		return ""
+	}
+	return s.srv.SSHAddress() + "/" + repo + ".git"
+}
+
+// Requests returns the number of HTTP requests served so far, including
+// refused ones. An ls-remote is one request; a clone is two.
+func (s *GitServer) Requests() int64 { return s.requests.Load() }
+
+// FailRequests makes every HTTP request fail with the given status (say
+// 503) until called again with 0.
+func (s *GitServer) FailRequests(status int) { s.failStatus.Store(int32(status)) }
+
+// SecretData returns Secret data that authenticates over HTTP, as a user
+// would write it: username/password when WithBasicAuth was given,
+// otherwise bearerToken when WithBearerToken was, otherwise nil.
+func (s *GitServer) SecretData() map[string][]byte {
+	switch {
+	case s.cfg.user != "":
+		return map[string][]byte{"username": []byte(s.cfg.user), "password": []byte(s.cfg.password)}
+	case s.cfg.token != "":
+		return map[string][]byte{"bearerToken": []byte(s.cfg.token)}
+	}
+	return nil
+}
+
+// repoPath returns where repo lives on disk, refusing names that would
+// leave the server root.
+func (s *GitServer) repoPath(t testing.TB, repo string) string {
+	t.Helper()
+	clean := path.Clean(repo)
+	if repo == "" || clean != repo || strings.HasPrefix(clean, "/") || clean == ".." || strings.HasPrefix(clean, "../") {
+		t.Fatalf("git server: bad repository name %q", repo)
+	}
+	return filepath.Join(s.root, filepath.FromSlash(repo)+".git")
+}
+
+// open opens repo's bare repository, creating it with HEAD pointing at
+// branch when it does not exist yet.
+func (s *GitServer) open(t testing.TB, repo, branch string) *gogit.Repository {
+	t.Helper()
+	dir := s.repoPath(t, repo)
+	r, err := gogit.PlainOpen(dir)
+	if err == nil {
+		return r
+	}
+	if branch == "" {
+		t.Fatalf("git server: repository %q does not exist", repo)
+	}
+	r, err = gogit.PlainInitWithOptions(dir, &gogit.PlainInitOptions{
+		Bare:        true,
+		InitOptions: gogit.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(branch)},
+	})
+	if err != nil {
+		t.Fatalf("git server: create %q: %v", repo, err)
+	}
+	return r
+}
+
+// Commit adds a commit to branch of repo whose tree is exactly files (path
+// -> content, "/"-separated paths, mode 0644) and returns its hash. The
+// repository is created on first use, with HEAD pointing at branch; a new
+// branch starts from no parent. To delete a file, leave it out of files:
+// each commit states the whole tree, so absent files are removed.
+func (s *GitServer) Commit(t testing.TB, repo, branch string, files map[string]string, message string) string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	r := s.open(t, repo, branch)
+	st := r.Storer
+	tree, err := writeGitTree(st, files)
+	if err != nil {
+		t.Fatalf("git server: write tree: %v", err)
+	}
+	refName := plumbing.NewBranchReferenceName(branch)
+	var parents []plumbing.Hash
+	if ref, err := st.Reference(refName); err == nil {
+		parents = append(parents, ref.Hash())
+	}
+	sig := object.Signature{Name: "Stackpilot Test", Email: "test@stackpilot.dev", When: time.Now()}
+	commit := &object.Commit{
+		Author:       sig,
+		Committer:    sig,
+		Message:      message,
+		TreeHash:     tree,
+		ParentHashes: parents,
+	}
+	hash, err := storeObject(st, commit)
+	if err != nil {
+		t.Fatalf("git server: write commit: %v", err)
+	}
+	if err := st.SetReference(plumbing.NewHashReference(refName, hash)); err != nil {
+		t.Fatalf("git server: update %s: %v", refName, err)
+	}
+	return hash.String()
+}
+
+// Tag creates (or moves) the annotated tag in repo pointing at commit.
+// Annotated tags are what releases use, and they exercise peeling.
+func (s *GitServer) Tag(t testing.TB, repo, tag, commit string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	st := s.open(t, repo, "").Storer
+	sig := object.Signature{Name: "Stackpilot Test", Email: "test@stackpilot.dev", When: time.Now()}
+	obj := &object.Tag{
+		Name:       tag,
+		Tagger:     sig,
+		Message:    "release " + tag + "\n",
+		TargetType: plumbing.CommitObject,
+		Target:     plumbing.NewHash(commit),
+	}
+	hash, err := storeObject(st, obj)
+	if err != nil {
+		t.Fatalf("git server: write tag: %v", err)
+	}
+	if err := st.SetReference(plumbing.NewHashReference(plumbing.NewTagReferenceName(tag), hash)); err != nil {
+		t.Fatalf("git server: tag %s: %v", tag, err)
+	}
+}
+
+// LightweightTag creates (or moves) a tag that points at commit directly.
+func (s *GitServer) LightweightTag(t testing.TB, repo, tag, commit string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	st := s.open(t, repo, "").Storer
+	if err := st.SetReference(plumbing.NewHashReference(plumbing.NewTagReferenceName(tag), plumbing.NewHash(commit))); err != nil {
+		t.Fatalf("git server: tag %s: %v", tag, err)
+	}
+}
+
+// SetHEAD points repo's HEAD (its default branch) at branch.
+func (s *GitServer) SetHEAD(t testing.TB, repo, branch string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	st := s.open(t, repo, "").Storer
+	head := plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName(branch))
+	if err := st.SetReference(head); err != nil {
+		t.Fatalf("git server: set HEAD: %v", err)
+	}
+}
+
+// DeleteBranch removes branch from repo; its commits become unreachable
+// unless another reference leads to them.
+func (s *GitServer) DeleteBranch(t testing.TB, repo, branch string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	st := s.open(t, repo, "").Storer
+	if err := st.RemoveReference(plumbing.NewBranchReferenceName(branch)); err != nil {
+		t.Fatalf("git server: delete branch %s: %v", branch, err)
+	}
+}
+
+// Delete removes repo from the server; requests for it then get 404.
+func (s *GitServer) Delete(t testing.TB, repo string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := os.RemoveAll(s.repoPath(t, repo)); err != nil {
+		t.Fatalf("git server: delete %q: %v", repo, err)
+	}
+}
+
+// writeGitTree stores blobs and trees for files and returns the root tree.
+func writeGitTree(st storer.EncodedObjectStorer, files map[string]string) (plumbing.Hash, error) {
+	blobs := map[string]string{}
+	subdirs := map[string]map[string]string{}
+	for p, content := range files {
+		dir, rest, nested := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+		if dir == "" || dir == "." || dir == ".." {
+			return plumbing.ZeroHash, fmt.Errorf("bad path %q", p)
+		}
+		if !nested {
+			blobs[dir] = content
+			continue
+		}
+		if subdirs[dir] == nil {
+			subdirs[dir] = map[string]string{}
+		}
+		subdirs[dir][rest] = content
+	}
+	var entries []object.TreeEntry
+	for name, content := range blobs {
+		obj := st.NewEncodedObject()
+		obj.SetType(plumbing.BlobObject)
+		w, err := obj.Writer()
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if _, err := w.Write([]byte(content)); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if err := w.Close(); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		h, err := st.SetEncodedObject(obj)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: h})
+	}
+	for name, sub := range subdirs {
+		if _, clash := blobs[name]; clash {
+			return plumbing.ZeroHash, fmt.Errorf("%q is both a file and a directory", name)
+		}
+		h, err := writeGitTree(st, sub)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
+	}
+	// Git orders tree entries by name, comparing a directory as if its
+	// name ended in "/"; other orders make trees git fsck rejects.
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+	return storeObject(st, &object.Tree{Entries: entries})
+}
+
+type encodable interface {
+	Encode(plumbing.EncodedObject) error
+}
+
+func storeObject(st storer.EncodedObjectStorer, o encodable) (plumbing.Hash, error) {
+	obj := st.NewEncodedObject()
+	if err := o.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return st.SetEncodedObject(obj)
+}
+
+// startSSH serves the repositories over SSH with a fresh host key and a
+// fresh client key that is the only one accepted.
+func (s *GitServer) startSSH(t testing.TB) {
+	t.Helper()
+	_, hostKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatalf("git server: %v", err)
+	}
+	clientPub, clientKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatalf("git server: %v", err)
+	}
+	s.sshKey = clientKey
+	s.sshIdentity = marshalSSHKey(t, clientKey, "")
+	authorized, err := ssh.NewPublicKey(clientPub)
+	if err != nil {
+		t.Fatalf("git server: %v", err)
+	}
+
+	// gitkit loads its host key from <KeyDir>/gitkit.rsa (any type
+	// ssh.ParsePrivateKey reads), generating an RSA key if absent.
+	keyDir := filepath.Join(filepath.Dir(s.root), "ssh")
+	if err := os.MkdirAll(keyDir, 0o700); err != nil {
+		t.Fatalf("git server: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(keyDir, "gitkit.rsa"), marshalSSHKey(t, hostKey, ""), 0o600); err != nil {
+		t.Fatalf("git server: %v", err)
+	}
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if string(key.Marshal()) == string(authorized.Marshal()) {
+				return &ssh.Permissions{}, nil
+			}
+			return nil, fmt.Errorf("unknown public key")
+		},
+		// gitkit turns on NoClientAuth when its own auth is off; this
+		// callback refuses the "none" method so the key is required.
+		NoClientAuthCallback: func(ssh.ConnMetadata) (*ssh.Permissions, error) {
+			return nil, fmt.Errorf("public key required")
+		},
+	}
+	s.srv.WithSSHConfig(cfg).KeyDir(keyDir)
+	if err := s.srv.ListenSSH(); err != nil {
+		t.Fatalf("git server: listen SSH: %v", err)
+	}
+	go func() { _ = s.srv.StartSSH() }()
+	t.Cleanup(func() { _ = s.srv.StopSSH() })
+
+	hostPub, err := ssh.NewPublicKey(hostKey.Public())
+	if err != nil {
+		t.Fatalf("git server: %v", err)
+	}
+	addr := strings.TrimPrefix(s.srv.SSHAddress(), "ssh://git@")
+	s.knownHosts = []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hostPub) + "\n")
+}
+
+func marshalSSHKey(t testing.TB, key ed25519.PrivateKey, passphrase string) []byte {
+	t.Helper()
+	var block *pem.Block
+	var err error
+	if passphrase == "" {
+		block, err = ssh.MarshalPrivateKey(key, "stackpilot-test")
+	} else {
+		block, err = ssh.MarshalPrivateKeyWithPassphrase(key, "stackpilot-test", []byte(passphrase))
+	}
+	if err != nil {
+		t.Fatalf("git server: marshal key: %v", err)
+	}
+	return pem.EncodeToMemory(block)
+}
+
+// KnownHosts returns a known_hosts line for the SSH server's host key.
+func (s *GitServer) KnownHosts() []byte { return s.knownHosts }
+
+// SSHIdentity returns the private key (OpenSSH PEM) the SSH server accepts.
+func (s *GitServer) SSHIdentity() []byte { return s.sshIdentity }
+
+// SSHIdentityWithPassphrase returns the same accepted key, encrypted with
+// passphrase, for testing password-protected identities.
+func (s *GitServer) SSHIdentityWithPassphrase(t testing.TB, passphrase string) []byte {
+	t.Helper()
+	return marshalSSHKey(t, s.sshKey, passphrase)
+}
+
+// SSHSecretData returns Secret data for the SSH server: identity and
+// known_hosts.
+func (s *GitServer) SSHSecretData() map[string][]byte {
+	return map[string][]byte{"identity": s.sshIdentity, "known_hosts": s.knownHosts}
+}
