@@ -49,6 +49,9 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
 	if typ != runner.OpDestroy {
+		if revision != stack.Status.LastAttemptedRevision || st.inputs.Digest != stack.Status.LastAttemptedInputsDigest {
+			stack.Status.Failures = 0 // a new attempt starts its own backoff
+		}
 		stack.Status.LastAttemptedRevision = revision
 		stack.Status.LastAttemptedInputsDigest = st.inputs.Digest
 	}

@@ -188,7 +188,9 @@ func mergeNames(a, b []string) []string {
 }
 
 func (c *eventCollector) diagnostic(d apitype.DiagnosticEvent) {
-	if d.Severity != "error" {
+	// "info#err" is what the language host wrote to stderr: Pulumi YAML reports
+	// program errors (an undefined variable, a bad type) that way, not as "error".
+	if d.Severity != "error" && d.Severity != "info#err" {
 		return
 	}
 	lines := cleanLines(d.Message)

@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -179,4 +180,27 @@ func TestControllerKilledMidUp(t *testing.T) {
 	}
 	g.Expect(interrupted).To(Equal(1), "history: %+v", s.Status.History)
 	g.Expect(s.Status.History[0].Outcome).To(Equal(v1alpha1.OutcomeSucceeded))
+}
+
+// TestInvalidSpecStalls: a spec the API server accepts but the controller cannot
+// act on is Stalled with a message naming the field; fixing it recovers.
+func TestInvalidSpecStalls(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	f.start(t)
+	stack := f.stack("invalid", func(s *v1alpha1.Stack) {
+		s.Spec.Config["bad:key:here"] = apiextensionsv1.JSON{Raw: []byte(`1`)}
+	})
+	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
+	key := client.ObjectKeyFromObject(stack)
+
+	s := waitNotReady(t, key, v1alpha1.InvalidSpecReason)
+	g.Expect(conditions.IsStalled(s)).To(BeTrue())
+	g.Expect(readyMessage(s)).To(ContainSubstring(`spec.config: key "bad:key:here"`))
+	g.Expect(f.ctrl.Operations(t, "")).To(BeZero())
+
+	g.Expect(env.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"config":{"bad:key:here":null}}}`)))).To(Succeed())
+	s = waitApplied(t, key, f.commit)
+	g.Expect(conditions.IsStalled(s)).To(BeFalse())
 }
