@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/gittestserver"
@@ -79,7 +78,7 @@ func WithSSH() GitServerOption {
 }
 
 // NewGitServer starts a Git server that lives as long as the test.
-func NewGitServer(t testing.TB, opts ...GitServerOption) *GitServer {
+func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	t.Helper()
 	s := &GitServer{root: filepath.Join(t.TempDir(), "repos")}
 	for _, o := range opts {
@@ -170,7 +169,7 @@ func (s *GitServer) SecretData() map[string][]byte {
 
 // repoPath returns where repo lives on disk, refusing names that would
 // leave the server root.
-func (s *GitServer) repoPath(t testing.TB, repo string) string {
+func (s *GitServer) repoPath(t TB, repo string) string {
 	t.Helper()
 	clean := path.Clean(repo)
 	if repo == "" || clean != repo || strings.HasPrefix(clean, "/") || clean == ".." || strings.HasPrefix(clean, "../") {
@@ -181,7 +180,7 @@ func (s *GitServer) repoPath(t testing.TB, repo string) string {
 
 // open opens repo's bare repository, creating it with HEAD pointing at
 // branch when it does not exist yet.
-func (s *GitServer) open(t testing.TB, repo, branch string) *gogit.Repository {
+func (s *GitServer) open(t TB, repo, branch string) *gogit.Repository {
 	t.Helper()
 	dir := s.repoPath(t, repo)
 	r, err := gogit.PlainOpen(dir)
@@ -206,7 +205,7 @@ func (s *GitServer) open(t testing.TB, repo, branch string) *gogit.Repository {
 // repository is created on first use, with HEAD pointing at branch; a new
 // branch starts from no parent. To delete a file, leave it out of files:
 // each commit states the whole tree, so absent files are removed.
-func (s *GitServer) Commit(t testing.TB, repo, branch string, files map[string]string, message string) string {
+func (s *GitServer) Commit(t TB, repo, branch string, files map[string]string, message string) string {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -242,7 +241,7 @@ func (s *GitServer) Commit(t testing.TB, repo, branch string, files map[string]s
 
 // Tag creates (or moves) the annotated tag in repo pointing at commit.
 // Annotated tags are what releases use, and they exercise peeling.
-func (s *GitServer) Tag(t testing.TB, repo, tag, commit string) {
+func (s *GitServer) Tag(t TB, repo, tag, commit string) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,7 +265,7 @@ func (s *GitServer) Tag(t testing.TB, repo, tag, commit string) {
 }
 
 // LightweightTag creates (or moves) a tag that points at commit directly.
-func (s *GitServer) LightweightTag(t testing.TB, repo, tag, commit string) {
+func (s *GitServer) LightweightTag(t TB, repo, tag, commit string) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -278,7 +277,7 @@ func (s *GitServer) LightweightTag(t testing.TB, repo, tag, commit string) {
 }
 
 // SetHEAD points repo's HEAD (its default branch) at branch.
-func (s *GitServer) SetHEAD(t testing.TB, repo, branch string) {
+func (s *GitServer) SetHEAD(t TB, repo, branch string) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -292,7 +291,7 @@ func (s *GitServer) SetHEAD(t testing.TB, repo, branch string) {
 
 // DeleteBranch removes branch from repo; its commits become unreachable
 // unless another reference leads to them.
-func (s *GitServer) DeleteBranch(t testing.TB, repo, branch string) {
+func (s *GitServer) DeleteBranch(t TB, repo, branch string) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -304,7 +303,7 @@ func (s *GitServer) DeleteBranch(t testing.TB, repo, branch string) {
 }
 
 // Delete removes repo from the server; requests for it then get 404.
-func (s *GitServer) Delete(t testing.TB, repo string) {
+func (s *GitServer) Delete(t TB, repo string) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -387,7 +386,7 @@ func storeObject(st storer.EncodedObjectStorer, o encodable) (plumbing.Hash, err
 
 // startSSH serves the repositories over SSH with a fresh host key and a
 // fresh client key that is the only one accepted.
-func (s *GitServer) startSSH(t testing.TB) {
+func (s *GitServer) startSSH(t TB) {
 	t.Helper()
 	_, hostKey, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -441,7 +440,7 @@ func (s *GitServer) startSSH(t testing.TB) {
 	s.knownHosts = []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hostPub) + "\n")
 }
 
-func marshalSSHKey(t testing.TB, key ed25519.PrivateKey, passphrase string) []byte {
+func marshalSSHKey(t TB, key ed25519.PrivateKey, passphrase string) []byte {
 	t.Helper()
 	var block *pem.Block
 	var err error
@@ -464,7 +463,7 @@ func (s *GitServer) SSHIdentity() []byte { return s.sshIdentity }
 
 // SSHIdentityWithPassphrase returns the same accepted key, encrypted with
 // passphrase, for testing password-protected identities.
-func (s *GitServer) SSHIdentityWithPassphrase(t testing.TB, passphrase string) []byte {
+func (s *GitServer) SSHIdentityWithPassphrase(t TB, passphrase string) []byte {
 	t.Helper()
 	return marshalSSHKey(t, s.sshKey, passphrase)
 }
