@@ -111,7 +111,7 @@ type demo struct {
 	bin, tmp string
 	env      *testenv.Env
 	git      *gitServer
-	ctrl     *controllerProcess
+	ctrl     *testenv.ControllerProcess
 
 	cleanups []cleanup
 }
@@ -167,7 +167,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	d.logf("Building the controller (./cmd/controller) into %s, in the background", ctrlBin)
 	built := make(chan error, 1)
 	buildStart := time.Now()
-	go func() { built <- buildController(ctx, root, ctrlBin) }()
+	go func() { built <- testenv.BuildController(ctx, root, ctrlBin) }()
 
 	d.logf("Starting the control plane: etcd, kube-apiserver, kube-controller-manager (garbage collector) from %s", d.bin)
 	t0 := time.Now()
@@ -204,18 +204,18 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 
 	d.logf("Starting the controller")
 	t0 = time.Now()
-	if d.ctrl, err = startController(ctx, controllerConfig{
-		binary:     ctrlBin,
-		toolsDir:   d.bin,
-		kubeconfig: env.Kubeconfig,
-		dataDir:    filepath.Join(d.tmp, "data"),
-		logPath:    filepath.Join(d.tmp, "controller.log"),
-		verbose:    d.verboseWriter(),
+	if d.ctrl, err = testenv.StartController(ctx, testenv.ControllerConfig{
+		Binary:     ctrlBin,
+		BinDir:     d.bin,
+		Kubeconfig: env.Kubeconfig,
+		DataDir:    filepath.Join(d.tmp, "data"),
+		LogPath:    filepath.Join(d.tmp, "controller.log"),
+		Verbose:    d.verboseWriter(),
 	}); err != nil {
 		return err
 	}
 	d.defer_("stop the controller", d.ctrl.Stop)
-	d.logf("  controller ready in %s (pid %d, metrics http://%s/metrics, log %s)", since(t0), d.ctrl.cmd.Process.Pid, d.ctrl.metricsAddr, d.ctrl.logPath)
+	d.logf("  controller ready in %s (pid %d, metrics http://%s/metrics, log %s)", since(t0), d.ctrl.Pid(), d.ctrl.MetricsAddr, d.ctrl.LogPath)
 
 	d.logf("Applying the sample (namespace %s, Secrets pulumi-passphrase and registry-credentials, Stack %s)", demoNamespace, demoStackName)
 	if err := applyManifests(ctx, env.Client, demoManifestsFor(d.git.URL(demoRepo))); err != nil {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // report prints the Stack's status, the ConfigMaps involved and what kubectl
@@ -145,7 +146,7 @@ Controller log: %[9]s
 Press Ctrl-C to stop; everything the demo started is stopped and removed.
 
 `, d.env.Kubeconfig, kubectl, demoStackName, demoNamespace, d.git.URL(demoRepo), demoRepo, demoProgramDir,
-		v1alpha1.ReconcileRequestAnnotation, d.ctrl.logPath)
+		v1alpha1.ReconcileRequestAnnotation, d.ctrl.LogPath)
 }
 
 // watch prints what happens to the Stack until the demo is stopped.
@@ -178,7 +179,7 @@ func (d *demo) watch(ctx context.Context, key client.ObjectKey) error {
 			d.logf("Stopping")
 			return nil
 		case <-d.ctrl.Exited():
-			return fmt.Errorf("the controller exited (%s)", d.ctrl.cmd.ProcessState)
+			return fmt.Errorf("the controller exited; its log: %s", d.ctrl.LogPath)
 		case <-time.After(time.Second):
 		}
 	}
@@ -195,18 +196,5 @@ func (d *demo) diagnose() {
 			printStackStatus(w, s)
 		}
 	}
-	fmt.Fprintf(w, "\nThe end of the controller's log (%s):\n%s\n", d.ctrl.logPath, tailFile(d.ctrl.logPath, 60))
-}
-
-// tailFile returns the last n lines of a file.
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", path, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	fmt.Fprintf(w, "\nThe end of the controller's log (%s):\n%s\n", d.ctrl.LogPath, testenv.TailFile(d.ctrl.LogPath, 60))
 }

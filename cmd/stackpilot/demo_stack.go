@@ -104,7 +104,7 @@ func (d *demo) waitReady(ctx context.Context, key client.ObjectKey, commit strin
 		case <-ctx.Done():
 			return s, ctx.Err()
 		case <-d.ctrl.Exited():
-			return s, fmt.Errorf("the controller exited (%s)", d.ctrl.cmd.ProcessState)
+			return s, fmt.Errorf("the controller exited; its log: %s", d.ctrl.LogPath)
 		case <-deadline:
 			return s, fmt.Errorf("the Stack was not Ready within %s; Ready: %s", d.opts.timeout, conditionMessage(s, v1alpha1.ReadyCondition))
 		case <-time.After(500 * time.Millisecond):
