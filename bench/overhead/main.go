@@ -1,0 +1,362 @@
+// Command overhead measures what Stackpilot adds to a Pulumi deployment:
+// commit-to-Ready of a Stack against a bare `pulumi up` of the same program
+// with the same backend kind, CLI, plugins and environment.
+//
+// Each run changes the data of a ConfigMap that a Pulumi YAML program manages
+// through the Kubernetes provider. Stackpilot side: commit the change to the Git
+// server, set the stackpilot.dev/requestedAt annotation (as a webhook receiver
+// would) and time until the Stack is Ready at the new revision. Bare side: write
+// the same Pulumi.yaml into a work dir and time `pulumi up --yes --skip-preview`.
+// The two alternate, so that load from elsewhere falls on both alike.
+//
+//	go run ./bench/overhead [-n 5] [-concurrent-operations 4] [-v] [-keep]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/bench/internal/benchenv"
+)
+
+const (
+	namespace = "bench-overhead"
+	repo      = "overhead"
+	branch    = "main"
+	dir       = "app"
+	stackName = "overhead"
+	bareStack = "bare"
+)
+
+// program is the Pulumi YAML program both sides run; run changes each time.
+func program(run int) string {
+	return fmt.Sprintf(`name: overhead
+runtime: yaml
+config:
+  namespace:
+    type: string
+  configMapName:
+    type: string
+resources:
+  settings:
+    type: kubernetes:core/v1:ConfigMap
+    properties:
+      metadata:
+        name: ${configMapName}
+        namespace: ${namespace}
+      data:
+        color: blue
+        run: "%d"
+    options:
+      deleteBeforeReplace: true
+outputs:
+  configMap: ${settings.metadata.name}
+`, run)
+}
+
+type options struct {
+	runs        int
+	concurrency int
+	timeout     time.Duration
+	verbose     bool
+	keep        bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.runs, "n", 5, "Number of timed runs on each side.")
+	flag.IntVar(&o.concurrency, "concurrent-operations", 4, "The controller's --concurrent-operations.")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Bound on each wait for Ready and each `pulumi up`.")
+	flag.BoolVar(&o.verbose, "v", false, "Copy the controller's log to stderr.")
+	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, state, work dir).")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/overhead:", err)
+		os.Exit(1)
+	}
+}
+
+// sample is one run of each side.
+type sample struct {
+	stackpilot time.Duration // commit to Ready at the new revision
+	configMap  time.Duration // commit to the ConfigMap holding the new data
+	runnerOp   time.Duration // the runner's operation (Automation API: select, config, up)
+	bare       time.Duration // pulumi up --yes --skip-preview
+}
+
+func run(ctx context.Context, o options) error {
+	e, err := benchenv.Start(ctx, "overhead", "overhead: commit-to-Ready through Stackpilot vs bare `pulumi up`", os.Stdout)
+	if err != nil {
+		return err
+	}
+	e.Verbose, e.Keep = o.verbose, o.keep
+	defer e.Close()
+
+	if err := e.Namespace(ctx, namespace); err != nil {
+		return err
+	}
+	ctrl, err := e.StartController(ctx, namespace, fmt.Sprintf("--concurrent-operations=%d", o.concurrency))
+	if err != nil {
+		return err
+	}
+	bare, err := newBare(e)
+	if err != nil {
+		return err
+	}
+
+	// Stackpilot side: the Stack, applied once (not timed).
+	commit, err := e.Git.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(0)}, "run 0")
+	if err != nil {
+		return err
+	}
+	spState := filepath.Join(e.Tmp, "stackpilot-state")
+	if err := os.MkdirAll(spState, 0o755); err != nil {
+		return err
+	}
+	stack, err := benchenv.StackSpec{
+		Namespace: namespace, Name: stackName,
+		URL: e.Git.URL(repo), Branch: branch, Dir: dir,
+		Backend:  "file://" + spState,
+		Interval: time.Hour, // no periodic reconcile during the runs
+		Config: map[string]any{
+			"namespace":                         namespace,
+			"configMapName":                     "overhead-stackpilot",
+			"kubernetes:enableConfigMapMutable": true,
+		},
+	}.Stack()
+	if err != nil {
+		return err
+	}
+	if err := e.Client.Create(ctx, stack); err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(stack)
+	t0 := time.Now()
+	if _, err := waitApplied(ctx, e, key, commit, "", 0, o.timeout); err != nil {
+		return fmt.Errorf("first apply: %w (controller log: %s)", err, ctrl.LogPath)
+	}
+	e.Logf("Stack %s Ready at %s (first apply, not timed: %s)", key, commit[:12], benchenv.Since(t0))
+
+	// Bare side: stack init, config and the first up (not timed).
+	t0 = time.Now()
+	if err := bare.setUp(ctx, o.timeout); err != nil {
+		return err
+	}
+	e.Logf("bare stack %q created and applied (first up, not timed: %s)", bareStack, benchenv.Since(t0))
+
+	cpu := benchenv.TakeCPU()
+	var samples []sample
+	for i := 1; i <= o.runs; i++ {
+		var s sample
+		before, err := ctrl.Metrics()
+		if err != nil {
+			return err
+		}
+		// Stackpilot: commit, request a reconcile, wait for Ready at the commit.
+		start := time.Now()
+		commit, err := e.Git.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(i)}, fmt.Sprintf("run %d", i))
+		if err != nil {
+			return err
+		}
+		if err := e.RequestReconcile(ctx, key); err != nil {
+			return err
+		}
+		cmAt, err := waitApplied(ctx, e, key, commit, "overhead-stackpilot", i, o.timeout)
+		if err != nil {
+			return fmt.Errorf("run %d: %w (controller log: %s)", i, err, ctrl.LogPath)
+		}
+		s.stackpilot = time.Since(start)
+		s.configMap = cmAt.Sub(start)
+		after, err := ctrl.Metrics()
+		if err != nil {
+			return err
+		}
+		sum := after.Value("stackpilot_operation_duration_seconds_sum", `type="up"`) - before.Value("stackpilot_operation_duration_seconds_sum", `type="up"`)
+		count := after.Value("stackpilot_operation_duration_seconds_count", `type="up"`) - before.Value("stackpilot_operation_duration_seconds_count", `type="up"`)
+		if count != 1 {
+			return fmt.Errorf("run %d: the controller ran %.0f up operations, want 1", i, count)
+		}
+		s.runnerOp = time.Duration(sum * float64(time.Second))
+
+		// Bare: the same program, pulumi up.
+		if s.bare, err = bare.up(ctx, i, o.timeout); err != nil {
+			return fmt.Errorf("run %d: %w", i, err)
+		}
+		if err := checkData(ctx, e, "overhead-bare", i); err != nil {
+			return fmt.Errorf("run %d (bare): %w", i, err)
+		}
+		e.Logf("run %d: stackpilot %s (ConfigMap changed at %s, runner operation %s), bare pulumi up %s",
+			i, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap), benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.bare))
+		samples = append(samples, s)
+	}
+	cpuLine := benchenv.CPUSince(cpu)
+
+	pick := func(f func(sample) time.Duration) []time.Duration {
+		var out []time.Duration
+		for _, s := range samples {
+			out = append(out, f(s))
+		}
+		return out
+	}
+	sp := benchenv.Median(pick(func(s sample) time.Duration { return s.stackpilot }))
+	cm := benchenv.Median(pick(func(s sample) time.Duration { return s.configMap }))
+	op := benchenv.Median(pick(func(s sample) time.Duration { return s.runnerOp }))
+	br := benchenv.Median(pick(func(s sample) time.Duration { return s.bare }))
+
+	fmt.Printf("\n== overhead results (%d runs each, alternating)\n", len(samples))
+	fmt.Printf("%-6s %14s %16s %16s %14s %8s\n", "run", "stackpilot", "(ConfigMap at)", "(runner op)", "bare up", "ratio")
+	for i, s := range samples {
+		fmt.Printf("%-6d %14s %16s %16s %14s %7.2fx\n", i+1, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap),
+			benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.bare), s.stackpilot.Seconds()/s.bare.Seconds())
+	}
+	fmt.Printf("%-6s %14s %16s %16s %14s %7.2fx\n", "median", benchenv.Seconds(sp), benchenv.Seconds(cm), benchenv.Seconds(op), benchenv.Seconds(br), sp.Seconds()/br.Seconds())
+	fmt.Printf("\nratio of medians, Stackpilot commit-to-Ready / bare pulumi up: %.2fx (Stackpilot adds %s)\n", sp.Seconds()/br.Seconds(), benchenv.Seconds(sp-br))
+	fmt.Printf("  Stackpilot's %s = the runner's Automation API operation %s (pulumi version, stack select, config, up, stack output x2,\n", benchenv.Seconds(sp), benchenv.Seconds(op))
+	fmt.Printf("  stack history; from stackpilot_operation_duration_seconds) + %s outside it (annotation-to-reconcile, ls-remote, fetch and unpack,\n", benchenv.Seconds(sp-op))
+	fmt.Printf("  runner process start, status patches). ConfigMap at: commit to the new data visible in the API server (polled every 50ms).\n")
+	fmt.Println(cpuLine)
+	fmt.Printf("load average at the end: %s; other processes now: %s\n", benchenv.LoadAvg(), benchenv.OtherProcesses())
+	return nil
+}
+
+// waitApplied polls key every 50ms until it is Applied at commit and, when
+// cmName is set, also notes when ConfigMap cmName first shows run. It returns
+// that moment (or the Ready moment when cmName is empty).
+func waitApplied(ctx context.Context, e *benchenv.Env, key client.ObjectKey, commit, cmName string, run int, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	var cmAt time.Time
+	var last *v1alpha1.Stack
+	for {
+		if cmName != "" && cmAt.IsZero() {
+			if checkData(ctx, e, cmName, run) == nil {
+				cmAt = time.Now()
+			}
+		}
+		s := &v1alpha1.Stack{}
+		if err := e.Client.Get(ctx, key, s); err != nil {
+			return time.Time{}, err
+		}
+		last = s
+		if benchenv.Applied(s, commit) {
+			if cmName == "" {
+				return time.Now(), nil
+			}
+			if cmAt.IsZero() {
+				if err := checkData(ctx, e, cmName, run); err != nil {
+					return time.Time{}, fmt.Errorf("the Stack is Ready at %s but %w", commit[:12], err)
+				}
+				cmAt = time.Now()
+			}
+			return cmAt, nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("the Stack %s is not Ready at %s within %s: %s", key, commit[:12], timeout, benchenv.ReadyMessage(last))
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func checkData(ctx context.Context, e *benchenv.Env, name string, run int) error {
+	var cm corev1.ConfigMap
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &cm); err != nil {
+		return err
+	}
+	if got, want := cm.Data["run"], fmt.Sprint(run); got != want {
+		return fmt.Errorf("ConfigMap %s has run=%q, want %q", name, got, want)
+	}
+	return nil
+}
+
+// bareSide is a plain Pulumi work dir: the same pinned CLI and plugins, the
+// same environment as the controller's (testenv.PulumiEnv, KUBECONFIG), its own
+// file:// backend and PULUMI_HOME.
+type bareSide struct {
+	e       *benchenv.Env
+	work    string
+	env     []string
+	logPath string
+}
+
+func newBare(e *benchenv.Env) (*bareSide, error) {
+	root := filepath.Join(e.Tmp, "bare")
+	b := &bareSide{e: e, work: filepath.Join(root, "work"), logPath: filepath.Join(root, "pulumi.log")}
+	for _, d := range []string{b.work, filepath.Join(root, "state"), filepath.Join(root, "pulumi-home")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	b.env = append(e.PulumiEnv(),
+		"PULUMI_BACKEND_URL=file://"+filepath.Join(root, "state"),
+		"PULUMI_HOME="+filepath.Join(root, "pulumi-home"),
+		"PULUMI_CONFIG_PASSPHRASE="+benchenv.Passphrase,
+	)
+	return b, nil
+}
+
+func (b *bareSide) pulumi(ctx context.Context, timeout time.Duration, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	log, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	fmt.Fprintf(log, "\n$ pulumi %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, filepath.Join(b.e.Bin, "pulumi"), args...)
+	cmd.Dir, cmd.Env = b.work, b.env
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("pulumi %s: %v (see %s)", strings.Join(args, " "), err, b.logPath)
+	}
+	return nil
+}
+
+func (b *bareSide) setUp(ctx context.Context, timeout time.Duration) error {
+	if err := os.WriteFile(filepath.Join(b.work, "Pulumi.yaml"), []byte(program(0)), 0o644); err != nil {
+		return err
+	}
+	if err := b.pulumi(ctx, timeout, "stack", "init", bareStack, "--non-interactive"); err != nil {
+		return err
+	}
+	// The same config as the Stack's, written into the stack file as the runner does.
+	stackFile := filepath.Join(b.work, "Pulumi."+bareStack+".yaml")
+	data, err := os.ReadFile(stackFile)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(string(data), "config:") {
+		return fmt.Errorf("%s already has config: %s", stackFile, data)
+	}
+	data = append(data, []byte(fmt.Sprintf("config:\n  overhead:namespace: %s\n  overhead:configMapName: overhead-bare\n  kubernetes:enableConfigMapMutable: true\n", namespace))...)
+	if err := os.WriteFile(stackFile, data, 0o644); err != nil {
+		return err
+	}
+	return b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
+}
+
+func (b *bareSide) up(ctx context.Context, run int, timeout time.Duration) (time.Duration, error) {
+	if err := os.WriteFile(filepath.Join(b.work, "Pulumi.yaml"), []byte(program(run)), 0o644); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err := b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
+	return time.Since(start), err
+}
