@@ -73,7 +73,7 @@ func run(ctx context.Context, o options) error {
 	if err := e.Namespace(ctx, namespace); err != nil {
 		return err
 	}
-	commit, err := e.Git.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program}, "shared program")
+	commit, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program}, "shared program")
 	if err != nil {
 		return err
 	}
@@ -97,11 +97,11 @@ func run(ctx context.Context, o options) error {
 	e.Logf("created %d Stacks on %s (branch %s, interval %s); waiting for all to be Ready", o.n, e.Git.URL(repo), branch, o.interval)
 	t0 := time.Now()
 	if _, err := e.WaitAllApplied(ctx, namespace, commit, o.n, o.timeout, 30*time.Second, func(applied int) {
-		e.Logf("  %d/%d Ready after %s; Git so far: %s", applied, o.n, benchenv.Since(t0), e.Git.Counts())
+		e.Logf("  %d/%d Ready after %s; Git so far: %s", applied, o.n, benchenv.Since(t0), e.GitCounts())
 	}); err != nil {
 		return fmt.Errorf("%w (controller log: %s)", err, ctrl.LogPath)
 	}
-	e.Logf("all %d Ready in %s; Git so far: %s", o.n, benchenv.Since(t0), e.Git.Counts())
+	e.Logf("all %d Ready in %s; Git so far: %s", o.n, benchenv.Since(t0), e.GitCounts())
 
 	// One interval for the Stacks that were applied last to reach their
 	// steady rhythm, then count.
@@ -109,31 +109,30 @@ func run(ctx context.Context, o options) error {
 	if err := sleep(ctx, o.interval); err != nil {
 		return err
 	}
-	metrics, err := ctrl.Metrics()
+	ops0, reconciles0, err := ctrl.Counters()
 	if err != nil {
 		return err
 	}
-	ops0 := metrics.Value("stackpilot_operations_total", "")
-	reconciles0 := metrics.Value("controller_runtime_reconcile_total", "")
 	cpu := benchenv.TakeCPU()
-	start := e.Git.Counts()
+	start := e.GitCounts()
 	prev := start
 	var perInterval []benchenv.GitCounts
 	for i := 1; i <= o.intervals; i++ {
 		if err := sleep(ctx, o.interval); err != nil {
 			return err
 		}
-		now := e.Git.Counts()
+		now := e.GitCounts()
 		perInterval = append(perInterval, now.Sub(prev))
 		e.Logf("  interval %d: %s", i, now.Sub(prev))
 		prev = now
 	}
 	total := prev.Sub(start)
-	if metrics, err = ctrl.Metrics(); err != nil {
+	ops, reconciles, err := ctrl.Counters()
+	if err != nil {
 		return err
 	}
-	ops := metrics.Value("stackpilot_operations_total", "") - ops0
-	reconciles := metrics.Value("controller_runtime_reconcile_total", "") - reconciles0
+	ops -= ops0
+	reconciles -= reconciles0
 	applied, all, _, err := e.CountApplied(ctx, namespace, commit)
 	if err != nil {
 		return err

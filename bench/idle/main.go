@@ -80,7 +80,7 @@ func run(ctx context.Context, o options) error {
 	if err := e.Namespace(ctx, namespace); err != nil {
 		return err
 	}
-	commit, err := e.Git.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program}, "idle program")
+	commit, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program}, "idle program")
 	if err != nil {
 		return err
 	}
@@ -148,13 +148,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	metrics, err := ctrl.Metrics()
+	opsAtReady, reconcilesAtReady, err := ctrl.Counters()
 	if err != nil {
 		return err
 	}
-	opsAtReady := metrics.Value("stackpilot_operations_total", "")
-	reconcilesAtReady := metrics.Value("controller_runtime_reconcile_total", "")
-	gitAtReady := e.Git.Counts()
+	gitAtReady := e.GitCounts()
 	e.Logf("all Ready: %s; %.0f Pulumi operations so far", atReady, opsAtReady)
 
 	e.Logf("idle for %s", o.idle)
@@ -166,12 +164,13 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if metrics, err = ctrl.Metrics(); err != nil {
+	opsIdle, reconcilesIdle, err := ctrl.Counters()
+	if err != nil {
 		return err
 	}
-	opsIdle := metrics.Value("stackpilot_operations_total", "") - opsAtReady
-	reconcilesIdle := metrics.Value("controller_runtime_reconcile_total", "") - reconcilesAtReady
-	gitIdle := e.Git.Counts().Sub(gitAtReady)
+	opsIdle -= opsAtReady
+	reconcilesIdle -= reconcilesAtReady
+	gitIdle := e.GitCounts().Sub(gitAtReady)
 	idleCPULine := benchenv.CPUSince(idleCPU)
 
 	fmt.Printf("\n== idle results: %d Stacks (trivial program, interval %s), controller --concurrent-operations=%d\n", ready, o.interval, o.concurrency)

@@ -119,7 +119,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	// Stackpilot side: the Stack, applied once (not timed).
-	commit, err := e.Git.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(0)}, "run 0")
+	commit, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(0)}, "run 0")
 	if err != nil {
 		return err
 	}
@@ -162,13 +162,13 @@ func run(ctx context.Context, o options) error {
 	var samples []sample
 	for i := 1; i <= o.runs; i++ {
 		var s sample
-		before, err := ctrl.Metrics()
+		sum0, count0, err := upOperations(ctrl)
 		if err != nil {
 			return err
 		}
 		// Stackpilot: commit, request a reconcile, wait for Ready at the commit.
 		start := time.Now()
-		commit, err := e.Git.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(i)}, fmt.Sprintf("run %d", i))
+		commit, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(i)}, fmt.Sprintf("run %d", i))
 		if err != nil {
 			return err
 		}
@@ -181,12 +181,11 @@ func run(ctx context.Context, o options) error {
 		}
 		s.stackpilot = time.Since(start)
 		s.configMap = cmAt.Sub(start)
-		after, err := ctrl.Metrics()
+		sum, count, err := upOperations(ctrl)
 		if err != nil {
 			return err
 		}
-		sum := after.Value("stackpilot_operation_duration_seconds_sum", `type="up"`) - before.Value("stackpilot_operation_duration_seconds_sum", `type="up"`)
-		count := after.Value("stackpilot_operation_duration_seconds_count", `type="up"`) - before.Value("stackpilot_operation_duration_seconds_count", `type="up"`)
+		sum, count = sum-sum0, count-count0
 		if count != 1 {
 			return fmt.Errorf("run %d: the controller ran %.0f up operations, want 1", i, count)
 		}
@@ -231,6 +230,19 @@ func run(ctx context.Context, o options) error {
 	fmt.Println(cpuLine)
 	fmt.Printf("load average at the end: %s; other processes now: %s\n", benchenv.LoadAvg(), benchenv.OtherProcesses())
 	return nil
+}
+
+// upOperations reads the total duration in seconds and the number of the
+// controller's up operations so far, from
+// stackpilot_operation_duration_seconds.
+func upOperations(ctrl *benchenv.Controller) (seconds, count float64, err error) {
+	if seconds, err = ctrl.Metric("stackpilot_operation_duration_seconds_sum", `type="up"`); err != nil {
+		return 0, 0, err
+	}
+	if count, err = ctrl.Metric("stackpilot_operation_duration_seconds_count", `type="up"`); err != nil {
+		return 0, 0, err
+	}
+	return seconds, count, nil
 }
 
 // waitApplied polls key every 50ms until it is Applied at commit and, when

@@ -30,8 +30,8 @@ import (
 // 127.0.0.1, with helpers to create commits and tags and to count requests.
 //
 // Commit, Tag and Delete write to the repositories on disk directly rather
-// than pushing over the network, so Requests counts only what the code
-// under test did.
+// than pushing over the network, so Requests (and RefListings and
+// PackFetches) count only what the code under test did.
 type GitServer struct {
 	srv  *gittestserver.GitServer
 	root string
@@ -39,6 +39,11 @@ type GitServer struct {
 
 	requests   atomic.Int64
 	failStatus atomic.Int32
+
+	// refListings counts GET .../info/refs, packFetches POST
+	// .../git-upload-pack; see RefListings and PackFetches.
+	refListings atomic.Int64
+	packFetches atomic.Int64
 
 	// sshIdentity is the client key the SSH server accepts (OpenSSH PEM);
 	// knownHosts the known_hosts line for the server's host key.
@@ -103,11 +108,17 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	return s
 }
 
-// middleware counts every request, then applies fault injection and
+// middleware counts every request (and ref listings and pack fetches), then applies fault injection and
 // authentication, before gitkit serves it.
 func (s *GitServer) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
+		switch {
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs"):
+			s.refListings.Add(1)
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
+			s.packFetches.Add(1)
+		}
 		if code := int(s.failStatus.Load()); code != 0 {
 			http.Error(w, http.StatusText(code), code)
 			return
@@ -149,6 +160,16 @@ func (s *GitServer) SSHURL(repo string) string {
 // Requests returns the number of HTTP requests served so far, including
 // refused ones. An ls-remote is one request; a clone is two.
 func (s *GitServer) Requests() int64 { return s.requests.Load() }
+
+// RefListings returns the number of ref listings (GET .../info/refs) served
+// so far, refused ones included: all an ls-remote is over smart HTTP, and
+// the first request of a clone or fetch.
+func (s *GitServer) RefListings() int64 { return s.refListings.Load() }
+
+// PackFetches returns the number of pack fetches (POST .../git-upload-pack)
+// served so far, refused ones included: the second request of a clone or
+// fetch. Ref listings minus pack fetches is the number of ls-remotes.
+func (s *GitServer) PackFetches() int64 { return s.packFetches.Load() }
 
 // FailRequests makes every HTTP request fail with the given status (say
 // 503) until called again with 0.

@@ -49,10 +49,12 @@ func TestGitServerServesCommitsAndTags(t *testing.T) {
 	srv.Tag(t, "app", "v1.0.0", c1)
 	srv.LightweightTag(t, "app", "light", c2)
 
-	before := srv.Requests()
+	before, listings, fetches := srv.Requests(), srv.RefListings(), srv.PackFetches()
 	refs, err := lsRemote(srv.URL("app"), nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(srv.Requests()-before).To(Equal(int64(1)), "an ls-remote is one request")
+	g.Expect(srv.RefListings()-listings).To(Equal(int64(1)), "an ls-remote is a ref listing")
+	g.Expect(srv.PackFetches()-fetches).To(Equal(int64(0)), "an ls-remote fetches no pack")
 	g.Expect(refs).To(HaveKeyWithValue("HEAD", "refs/heads/main"))
 	g.Expect(refs).To(HaveKeyWithValue("refs/heads/main", c2))
 	g.Expect(refs).To(HaveKeyWithValue("refs/heads/feature", c3))
@@ -62,8 +64,12 @@ func TestGitServerServesCommitsAndTags(t *testing.T) {
 
 	// A clone sees exactly the files of the last commit.
 	dir := t.TempDir()
+	before, listings, fetches = srv.Requests(), srv.RefListings(), srv.PackFetches()
 	r, err := gogit.PlainClone(dir, false, &gogit.CloneOptions{URL: srv.URL("app"), Depth: 1})
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(srv.Requests()-before).To(Equal(int64(2)), "a clone is two requests")
+	g.Expect(srv.RefListings()-listings).To(Equal(int64(1)), "a clone lists the refs once")
+	g.Expect(srv.PackFetches()-fetches).To(Equal(int64(1)), "a clone fetches one pack")
 	head, err := r.Head()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(head.Hash().String()).To(Equal(c2))

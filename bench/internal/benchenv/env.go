@@ -1,8 +1,9 @@
 // Package benchenv runs the pieces the benchmarks in bench/ measure, outside
 // `go test`, the way `stackpilot demo` does: the real control plane from
-// internal/testenv (etcd, kube-apiserver, kube-controller-manager from bin/), a
-// Git server over smart HTTP that counts its requests, and the controller built
-// from ./cmd/controller running as its own process.
+// internal/testenv (etcd, kube-apiserver, kube-controller-manager from bin/),
+// testenv's Git server over smart HTTP that counts its requests, and the
+// controller built from ./cmd/controller running as its own process
+// (testenv.StartController).
 package benchenv
 
 import (
@@ -10,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -37,8 +37,9 @@ type Env struct {
 	// Kube is the control plane; Client talks to it directly (no cache).
 	Kube   *testenv.Env
 	Client client.Client
-	// Git serves repositories over HTTP and counts requests.
-	Git *GitServer
+	// Git serves repositories over HTTP and counts requests; Commit and
+	// GitCounts use it.
+	Git *testenv.GitServer
 	// ControllerBin is ./cmd/controller, built for this run.
 	ControllerBin string
 	// Out gets progress lines; Verbose copies the controller's log to stderr.
@@ -49,6 +50,7 @@ type Env struct {
 
 	start    time.Time
 	cleanups []func()
+	prog     *testenv.Program // the TB of the Git server
 }
 
 // Scheme knows the core types and Stack.
@@ -91,7 +93,7 @@ func Start(ctx context.Context, name, what string, out io.Writer) (_ *Env, err e
 
 	e.ControllerBin = filepath.Join(e.Tmp, "bin", "stackpilot-controller")
 	built := make(chan error, 1)
-	go func() { built <- buildController(ctx, e.Root, e.ControllerBin) }()
+	go func() { built <- testenv.BuildController(ctx, e.Root, e.ControllerBin) }()
 
 	e.Logf("starting the control plane (etcd, kube-apiserver, kube-controller-manager from %s)", e.Bin)
 	t0 := time.Now()
@@ -104,11 +106,10 @@ func Start(ctx context.Context, name, what string, out io.Writer) (_ *Env, err e
 	e.defer_(func() { _ = kube.Stop() })
 	e.Logf("  control plane ready in %s", Since(t0))
 
-	if e.Git, err = StartGitServer(filepath.Join(e.Tmp, "git"), filepath.Join(e.Tmp, "git-server.log")); err != nil {
+	if err := e.startGitServer(); err != nil {
 		<-built
 		return nil, err
 	}
-	e.defer_(e.Git.Stop)
 
 	if err := <-built; err != nil {
 		return nil, err
@@ -132,28 +133,17 @@ func (e *Env) Logf(format string, args ...any) {
 	fmt.Fprintf(e.Out, "[%7.1fs] %s\n", time.Since(e.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// PulumiEnv is the environment of every Pulumi process the benchmarks start
-// (the controller passes it on to its runners): testenv.PulumiEnv (bin/ first
-// on PATH, no update check, no plugin downloads) and the control plane's
-// kubeconfig for the Kubernetes provider.
+// PulumiEnv is the environment of the Pulumi processes the benchmarks start
+// themselves, the same as testenv.StartController gives the controller (which
+// passes it on to its runners): testenv.PulumiEnv (bin/ first on PATH, no
+// update check, no plugin downloads) and the control plane's kubeconfig for
+// the Kubernetes provider.
 func (e *Env) PulumiEnv() []string {
 	env := append(os.Environ(), "KUBECONFIG="+e.Kube.Kubeconfig)
 	for k, v := range testenv.PulumiEnv(e.Bin) {
 		env = append(env, k+"="+v)
 	}
 	return env
-}
-
-func buildController(ctx context.Context, root, out string) error {
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/controller")
-	cmd.Dir = root
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/controller: %v\n%s", err, output)
-	}
-	return nil
 }
 
 // Since is the time since t, rounded for printing.
