@@ -90,3 +90,54 @@ bench: ## Run the benchmarks in bench/ and print their results: overhead vs bare
 	go run ./bench/overhead $(BENCH_OVERHEAD_FLAGS)
 	go run ./bench/idle $(BENCH_IDLE_FLAGS)
 	go run ./bench/gitrequests $(BENCH_GIT_FLAGS)
+
+##@ One-node cluster (issue 3)
+
+# Stamp the Kubernetes version into the binaries (the node reports it; without
+# it the kubelet says v0.0.0-master).
+K8S_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
+	-X k8s.io/component-base/version.gitTreeState=clean
+
+.PHONY: cluster-tools
+cluster-tools: ## Build kubelet and kube-scheduler into bin/ (the rest of the cluster comes from `make tools`).
+	@$(BUILD_TOOL) kubelet $(K8S_VERSION) tools/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kube-scheduler $(K8S_VERSION) tools/kubernetes ./kube-scheduler -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+
+# Static (CGO_ENABLED=0) builds of the tools that go into the controller image,
+# kept apart from the host builds in bin/ (which link libc).
+STATIC := static
+CLUSTER_DIR ?= /var/lib/stackpilot/cluster
+IMAGE_TAG ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo dev)
+CLUSTER := $(BIN)/stackpilot-cluster
+
+.PHONY: image-tools
+image-tools: ## Build static pulumi, pulumi-language-yaml and pulumi-resource-kubernetes into bin/static/ for the controller image.
+	@mkdir -p $(BIN)/$(STATIC) $(BIN)/.stamps/$(STATIC)
+	@hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
+	@CGO_ENABLED=0 $(BUILD_TOOL) $(STATIC)/pulumi $(PULUMI_VERSION) tools/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) $(STATIC)/pulumi-language-yaml $(PULUMI_YAML_VERSION) tools/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) $(STATIC)/pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) tools/pulumi-kubernetes . \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
+
+.PHONY: cluster-up
+cluster-up: cluster-tools ## Start the one-node cluster (root; containerd, runc): bin/ control plane + kubelet, containerd, loopback registry.
+	@go build -o $(CLUSTER) ./hack/cluster
+	@$(CLUSTER) up --dir $(CLUSTER_DIR)
+
+.PHONY: cluster-down
+cluster-down: ## Stop the one-node cluster and remove everything it left (also after a crash).
+	@go build -o $(CLUSTER) ./hack/cluster
+	@$(CLUSTER) down --dir $(CLUSTER_DIR)
+
+.PHONY: images
+images: image-tools ## Build the controller image (controller, runner, static pulumi + plugins) and push it to the cluster's registry; tag = the commit.
+	@go build -o $(CLUSTER) ./hack/cluster
+	@$(CLUSTER) images --dir $(CLUSTER_DIR) --tag $(IMAGE_TAG)
+
+.PHONY: cluster-install
+cluster-install: images ## Install Stackpilot into the one-node cluster from config/cluster (config/default + loopback specifics) with the image of `make images`.
+	@go build -o $(CLUSTER) ./hack/cluster
+	@$(CLUSTER) install --dir $(CLUSTER_DIR) --tag $(IMAGE_TAG)

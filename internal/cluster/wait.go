@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+)
+
+// waitHTTP polls url until it answers 200. With caAndToken (CA file, bearer
+// token) it speaks HTTPS to the API server. It gives up early when p exits.
+func waitHTTP(ctx context.Context, url string, timeout time.Duration, p *proc, caAndToken ...string) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	var token string
+	if len(caAndToken) == 2 {
+		pem, err := os.ReadFile(caAndToken[0])
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		token = caAndToken[1]
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last string
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if p != nil {
+			if err := p.exited(); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %s (last: %s)", url, timeout, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// poll calls cond until it returns true, an error, or timeout passes; any of the
+// cluster's processes exiting ends it early.
+func (c *Cluster) poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("cluster: waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		for _, p := range c.procs {
+			if err := p.exited(); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %s not there within %s", what, timeout)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
