@@ -97,7 +97,10 @@ func run() error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "stackpilot-controller-leader",
 		LeaderElectionNamespace: f.leaderElectionNamespace,
-		GracefulShutdownTimeout: &f.gracefulShutdownTimeout,
+		// The process exits right after the manager stops, so the lease can be
+		// released at once: a replacement Pod takes over without waiting it out.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &f.gracefulShutdownTimeout,
 	}
 	if f.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{f.watchNamespace: {}}
