@@ -226,23 +226,11 @@ func readPids(g Gomega, path string) []int {
 	return pids
 }
 
-// alive is false for a process that is gone or a zombie: orphans are reaped by
-// whatever init the container has, possibly never.
-func alive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
-}
-
 func living(pids []int) func() []int {
 	return func() []int {
 		var live []int
 		for _, p := range pids {
-			if alive(p) {
+			if runner.ProcessAlive(p) {
 				live = append(live, p)
 			}
 		}
@@ -411,7 +399,7 @@ func processesIn(dir string) []string {
 		if err != nil || !strings.HasPrefix(cwd, dir) {
 			continue
 		}
-		if pid, _ := strconv.Atoi(e.Name()); alive(pid) {
+		if pid, _ := strconv.Atoi(e.Name()); runner.ProcessAlive(pid) {
 			cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 			found = append(found, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
 		}

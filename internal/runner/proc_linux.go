@@ -122,3 +122,18 @@ func descendants(procs map[int]proc, root int) []proc {
 	}
 	return out
 }
+
+// ProcessAlive is false for a process that is gone or a zombie: an orphan killed
+// in a container may never be reaped, so "it has a PID" is not "it runs".
+func ProcessAlive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return false
+	}
+	fields := bytes.Fields(data[i+1:])
+	return len(fields) > 0 && string(fields[0]) != "Z" && string(fields[0]) != "X"
+}

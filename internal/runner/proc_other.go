@@ -16,3 +16,6 @@ func KillProcessTree(root int) {
 	}
 	_ = syscall.Kill(root, syscall.SIGKILL)
 }
+
+// ProcessAlive reports whether a process with this PID exists.
+func ProcessAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }

@@ -101,27 +101,11 @@ func readPids(t *testing.T, dir string) []int {
 	return pids
 }
 
-// alive is false for a process that is gone or a zombie: orphans are reaped by
-// whatever init the container has, possibly never.
-func alive(pid int) bool {
-	p, ok := readProc(pid)
-	if !ok {
-		return false
-	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
-}
-
 func anyAlive(pids []int) func() []int {
 	return func() []int {
 		var live []int
 		for _, p := range pids {
-			if alive(p) {
+			if ProcessAlive(p) {
 				live = append(live, p)
 			}
 		}
