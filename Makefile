@@ -24,22 +24,34 @@ all: build
 ##@ Tools
 
 .PHONY: tools
-tools: ## Build every pinned tool into bin/ (first run here: about 20 minutes; later runs: no work).
+tools: ## Build every pinned tool into bin/ (first run here: about 30 minutes; later runs: no work).
 	@$(BUILD_TOOL) etcd $(ETCD_VERSION) tools/etcd . -ldflags "$(LDFLAGS)"
-	@$(BUILD_TOOL) kube-apiserver $(K8S_VERSION) tools/kubernetes ./kube-apiserver -ldflags "$(LDFLAGS)"
-	@$(BUILD_TOOL) kube-controller-manager $(K8S_VERSION) tools/kubernetes ./kube-controller-manager -ldflags "$(LDFLAGS)"
-	@$(BUILD_TOOL) kubectl $(K8S_VERSION) tools/kubernetes ./kubectl -ldflags "$(LDFLAGS)"
-	@$(BUILD_TOOL) pulumi $(PULUMI_VERSION) tools/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
-		-ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
-	@$(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) tools/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
-		-ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
+	@$(BUILD_TOOL) kube-apiserver $(K8S_VERSION) tools/kubernetes ./kube-apiserver -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kube-controller-manager $(K8S_VERSION) tools/kubernetes ./kube-controller-manager -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kube-scheduler $(K8S_VERSION) tools/kubernetes ./kube-scheduler -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kubelet $(K8S_VERSION) tools/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kubectl $(K8S_VERSION) tools/kubernetes ./kubectl -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi $(PULUMI_VERSION) tools/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) tools/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
 	@hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
-	@$(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) tools/pulumi-kubernetes . \
-		-ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) tools/pulumi-kubernetes . \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
 	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) tools/source-controller github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
 	@hack/flux-crds.sh $(SOURCE_CONTROLLER_VERSION)
 	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) tools/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) tools/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"
+
+# Stamp the Kubernetes version into its binaries (the node reports it; without
+# it the kubelet says v0.0.0-master).
+K8S_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
+	-X k8s.io/component-base/version.gitTreeState=clean
+
+.PHONY: system-packages
+system-packages: ## Install what the one-node cluster needs from Debian (containerd, runc, CNI plugins) when missing; needs root, else says what the cluster tests will skip.
+	@hack/system-packages.sh
 
 ##@ Generated code and manifests
 
@@ -62,8 +74,9 @@ build: ## Build the controller and CLI into bin/.
 	go build -o $(BIN)/stackpilot-controller ./cmd/controller
 
 .PHONY: test
-test: tools ## Run every test: unit and end to end (builds the pinned tools first when missing).
-	go test $(GO_TEST_FLAGS) ./...
+test: tools system-packages ## Run every test: unit, end to end, and the install into a one-node cluster (builds the pinned tools and installs containerd first when missing).
+	@# As root the one-node cluster must run: a cluster test that would skip fails instead.
+	STACKPILOT_REQUIRE_CLUSTER=$$([[ $$(id -u) == 0 ]] && echo 1 || echo 0) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: lint
 lint: tools ## gofmt, go vet and staticcheck.
@@ -76,7 +89,7 @@ lint: tools ## gofmt, go vet and staticcheck.
 DEMO_FLAGS ?=
 
 .PHONY: demo
-demo: tools ## Run Stackpilot on a local control plane with a sample Stack until Ctrl-C (DEMO_FLAGS=--once: exit once it is Ready).
+demo: tools system-packages ## Run Stackpilot with a sample Stack until Ctrl-C: as a Pod in a one-node cluster (root), else as a process (DEMO_FLAGS=--once: exit once it is Ready; --mode=process|cluster).
 	go run ./cmd/stackpilot demo $(DEMO_FLAGS)
 
 ##@ Benchmarks
@@ -91,39 +104,16 @@ bench: ## Run the benchmarks in bench/ and print their results: overhead vs bare
 	go run ./bench/idle $(BENCH_IDLE_FLAGS)
 	go run ./bench/gitrequests $(BENCH_GIT_FLAGS)
 
-##@ One-node cluster (issue 3)
+##@ One-node cluster
 
-# Stamp the Kubernetes version into the binaries (the node reports it; without
-# it the kubelet says v0.0.0-master).
-K8S_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
-	-X k8s.io/component-base/version.gitTreeState=clean
-
-.PHONY: cluster-tools
-cluster-tools: ## Build kubelet and kube-scheduler into bin/ (the rest of the cluster comes from `make tools`).
-	@$(BUILD_TOOL) kubelet $(K8S_VERSION) tools/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@$(BUILD_TOOL) kube-scheduler $(K8S_VERSION) tools/kubernetes ./kube-scheduler -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-
-# Static (CGO_ENABLED=0) builds of the tools that go into the controller image,
-# kept apart from the host builds in bin/ (which link libc).
-STATIC := static
+# The Pulumi tools in bin/ are static (CGO_ENABLED=0, above), so the controller
+# image takes them from there.
 CLUSTER_DIR ?= /var/lib/stackpilot/cluster
 IMAGE_TAG ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo dev)
 CLUSTER := $(BIN)/stackpilot-cluster
 
-.PHONY: image-tools
-image-tools: ## Build static pulumi, pulumi-language-yaml and pulumi-resource-kubernetes into bin/static/ for the controller image.
-	@mkdir -p $(BIN)/$(STATIC) $(BIN)/.stamps/$(STATIC)
-	@hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
-	@CGO_ENABLED=0 $(BUILD_TOOL) $(STATIC)/pulumi $(PULUMI_VERSION) tools/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) $(STATIC)/pulumi-language-yaml $(PULUMI_YAML_VERSION) tools/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) $(STATIC)/pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) tools/pulumi-kubernetes . \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
-
 .PHONY: cluster-up
-cluster-up: cluster-tools ## Start the one-node cluster (root; containerd, runc): bin/ control plane + kubelet, containerd, loopback registry.
+cluster-up: tools system-packages ## Start the one-node cluster (root): bin/ control plane + kubelet, containerd, loopback registry; stays up until `make cluster-down`.
 	@go build -o $(CLUSTER) ./hack/cluster
 	@$(CLUSTER) up --dir $(CLUSTER_DIR)
 
@@ -133,7 +123,7 @@ cluster-down: ## Stop the one-node cluster and remove everything it left (also a
 	@$(CLUSTER) down --dir $(CLUSTER_DIR)
 
 .PHONY: images
-images: image-tools ## Build the controller image (controller, runner, static pulumi + plugins) and push it to the cluster's registry; tag = the commit.
+images: tools ## Build the controller image (controller, runner, static pulumi + plugins) and push it to the cluster's registry; tag = the commit.
 	@go build -o $(CLUSTER) ./hack/cluster
 	@$(CLUSTER) images --dir $(CLUSTER_DIR) --tag $(IMAGE_TAG)
 

@@ -13,10 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/testenv"
@@ -29,6 +31,10 @@ var (
 	demoProgram []byte
 	//go:embed demo/stack.yaml
 	demoManifests string
+	// demoClusterManifests are added in cluster mode: the controller's
+	// ServiceAccount may manage the demo namespace.
+	//go:embed demo/rbac.yaml
+	demoClusterManifests string
 )
 
 const (
@@ -39,11 +45,25 @@ const (
 	demoBranch     = "main"
 )
 
-// demoTools are the pinned binaries the demo runs, all built by `make tools`.
+// demoTools are the pinned binaries the demo runs, all built by `make tools`
+// (cluster mode also needs kube-scheduler and kubelet; see
+// testenv.ClusterRequirements).
 var demoTools = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kubectl",
 	"pulumi", "pulumi-language-yaml", "pulumi-resource-kubernetes",
 }
+
+// Where the demo runs Stackpilot.
+const (
+	// modeAuto picks modeCluster when the machine allows it, else modeProcess.
+	modeAuto = "auto"
+	// modeCluster starts a one-node cluster (internal/cluster), builds the
+	// controller image, installs config/cluster and the controller runs as a Pod.
+	modeCluster = "cluster"
+	// modeProcess starts a control plane without nodes and runs the controller
+	// as a process beside it.
+	modeProcess = "process"
+)
 
 // errInterrupted is the error of a demo stopped by a signal before it was
 // up (and of every --once run stopped by one).
@@ -56,8 +76,11 @@ type demoOptions struct {
 	timeout time.Duration
 	// verbose copies the controller's log to stderr.
 	verbose bool
-	// controllerBin is where the controller is built; <bin>/stackpilot-controller when empty.
+	// controllerBin is where the controller is built (process mode);
+	// <bin>/stackpilot-controller when empty.
 	controllerBin string
+	// mode is modeAuto, modeCluster or modeProcess.
+	mode string
 }
 
 func demoMain(args []string, stdout, stderr io.Writer) int {
@@ -66,13 +89,16 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	var opts demoOptions
 	fs.BoolVar(&opts.once, "once", false, "Exit (cleaning up) once the sample Stack is Ready and its results are printed and checked; fail if they are not as expected. For tests and CI.")
 	fs.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "How long to wait for the sample Stack to become Ready.")
-	fs.BoolVar(&opts.verbose, "v", false, "Copy the controller's log to stderr.")
+	fs.BoolVar(&opts.verbose, "v", false, "Copy the controller's log (process mode) or the cluster's progress (cluster mode) to stderr.")
+	fs.StringVar(&opts.mode, "mode", modeAuto, "Where Stackpilot runs: cluster (a one-node cluster on this machine, the controller installed from config/ as a Pod; needs root, containerd, runc), process (the controller as a process beside a control plane without nodes), or auto (cluster when this machine allows it, else process, saying why).")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: stackpilot demo [--once] [--timeout 10m] [-v]")
+		fmt.Fprintln(stderr, "Usage: stackpilot demo [--mode auto|cluster|process] [--once] [--timeout 10m] [-v]")
 		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Runs Stackpilot on a local control plane (etcd, kube-apiserver, kube-controller-manager")
-		fmt.Fprintln(stderr, "from bin/), serves a sample Pulumi program from a local Git server, applies a Stack")
-		fmt.Fprintln(stderr, "for it and shows what the controller did. Run it from the repository after `make tools`.")
+		fmt.Fprintln(stderr, "Runs Stackpilot on this machine: in a one-node Kubernetes cluster (etcd, kube-apiserver,")
+		fmt.Fprintln(stderr, "kube-controller-manager, kube-scheduler, kubelet from bin/, containerd), installed from")
+		fmt.Fprintln(stderr, "config/ as a Pod, or as a process beside a control plane without nodes; serves a sample")
+		fmt.Fprintln(stderr, "Pulumi program from a local Git server, applies a Stack for it and shows what the")
+		fmt.Fprintln(stderr, "controller did. Run it from the repository after `make tools` (`make demo` does both).")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -84,6 +110,12 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "stackpilot demo: unexpected arguments: %q\n", fs.Args())
+		return 2
+	}
+	switch opts.mode {
+	case modeAuto, modeCluster, modeProcess:
+	default:
+		fmt.Fprintf(stderr, "stackpilot demo: --mode %q: want auto, cluster or process\n", opts.mode)
 		return 2
 	}
 
@@ -109,9 +141,13 @@ type demo struct {
 	start  time.Time
 
 	bin, tmp string
-	env      *testenv.Env
 	git      *gitServer
-	ctrl     *testenv.ControllerProcess
+	// mode is where Stackpilot runs (modeCluster or modeProcess), and the
+	// rest is what the demo looks at, wherever that is.
+	mode       string
+	client     client.Client
+	kubeconfig string
+	ctrl       controllerHandle
 
 	cleanups []cleanup
 }
@@ -131,6 +167,9 @@ func demoScheme() *runtime.Scheme {
 // runDemo runs the whole demo and undoes everything it started before returning.
 func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err error) {
 	d := &demo{opts: opts, out: stdout, errOut: stderr, start: time.Now()}
+	// The demo's clients log nothing worth showing; without a logger
+	// controller-runtime complains (with a stack trace) after 30 seconds.
+	ctrllog.SetLogger(logr.Discard())
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			err = errInterrupted
@@ -154,76 +193,47 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	if err := testenv.RequireBinaries(d.bin, demoTools...); err != nil {
 		return err
 	}
+	if d.mode, err = d.pickMode(); err != nil {
+		return err
+	}
 	if d.tmp, err = os.MkdirTemp("", "stackpilot-demo-"); err != nil {
 		return err
 	}
 	d.defer_("remove "+d.tmp, func() error { return os.RemoveAll(d.tmp) })
 
-	// Build the controller while the control plane starts: both take a while.
-	ctrlBin := opts.controllerBin
-	if ctrlBin == "" {
-		ctrlBin = filepath.Join(d.bin, "stackpilot-controller")
-	}
-	d.logf("Building the controller (./cmd/controller) into %s, in the background", ctrlBin)
-	built := make(chan error, 1)
-	buildStart := time.Now()
-	go func() { built <- testenv.BuildController(ctx, root, ctrlBin) }()
-
-	d.logf("Starting the control plane: etcd, kube-apiserver, kube-controller-manager (garbage collector) from %s", d.bin)
-	t0 := time.Now()
-	env, err := testenv.Start(testenv.Options{Scheme: demoScheme()})
-	if err != nil {
-		<-built
-		return err
-	}
-	d.env = env
-	d.defer_("stop the control plane", env.Stop)
-	d.logf("  control plane ready in %s: %s", since(t0), env.Config.Host)
-	if err := ctx.Err(); err != nil {
-		<-built
-		return err
-	}
-
 	d.logf("Serving the sample program from a local Git server")
 	if d.git, err = startGitServer(filepath.Join(d.tmp, "git"), filepath.Join(d.tmp, "git-server.log")); err != nil {
-		<-built
 		return err
 	}
 	d.defer_("stop the Git server", func() error { d.git.Stop(); return nil })
 	commit, err := d.git.Commit(demoRepo, demoBranch, map[string][]byte{demoProgramDir + "/Pulumi.yaml": demoProgram}, "Add the cluster-metadata program")
 	if err != nil {
-		<-built
 		return err
 	}
 	d.logf("  %s (branch %s, commit %s, program in %s/)", d.git.URL(demoRepo), demoBranch, commit[:12], demoProgramDir)
 
-	if err := <-built; err != nil {
+	manifests := demoManifestsFor(d.git.URL(demoRepo))
+	switch d.mode {
+	case modeCluster:
+		err = d.startInCluster(ctx, root)
+		manifests += "\n---\n" + demoClusterManifests
+	default:
+		err = d.startAsProcess(ctx, root)
+	}
+	if err != nil {
 		return err
 	}
-	d.logf("  controller built in %s", since(buildStart))
-
-	d.logf("Starting the controller")
-	t0 = time.Now()
-	if d.ctrl, err = testenv.StartController(ctx, testenv.ControllerConfig{
-		Binary:     ctrlBin,
-		BinDir:     d.bin,
-		Kubeconfig: env.Kubeconfig,
-		DataDir:    filepath.Join(d.tmp, "data"),
-		LogPath:    filepath.Join(d.tmp, "controller.log"),
-		Verbose:    d.verboseWriter(),
-	}); err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.defer_("stop the controller", d.ctrl.Stop)
-	d.logf("  controller ready in %s (pid %d, metrics http://%s/metrics, log %s)", since(t0), d.ctrl.Pid(), d.ctrl.MetricsAddr, d.ctrl.LogPath)
 
 	d.logf("Applying the sample (namespace %s, Secrets pulumi-passphrase and registry-credentials, Stack %s)", demoNamespace, demoStackName)
-	if err := applyManifests(ctx, env.Client, demoManifestsFor(d.git.URL(demoRepo))); err != nil {
+	if err := applyManifests(ctx, d.client, manifests); err != nil {
 		return err
 	}
 
 	d.logf("Waiting for the Stack to become Ready (at most %s)", opts.timeout)
-	t0 = time.Now()
+	t0 := time.Now()
 	key := client.ObjectKey{Namespace: demoNamespace, Name: demoStackName}
 	stack, err := d.waitReady(ctx, key, commit)
 	if err != nil {
@@ -234,7 +244,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	if err := d.report(ctx, stack); err != nil {
 		return err
 	}
-	if err := verifyDemo(ctx, env.Client, stack, commit); err != nil {
+	if err := verifyDemo(ctx, d.client, stack, commit); err != nil {
 		return fmt.Errorf("the sample Stack is Ready but its results are not as expected: %w", err)
 	}
 	d.logf("Checked: the Stack is Ready at %s, ConfigMap %s/cluster-metadata holds the cluster metadata, and the outputs are published (the secret one only to the Secret).", commit[:12], demoNamespace)
@@ -244,6 +254,26 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	}
 	d.hints()
 	return d.watch(ctx, key)
+}
+
+// pickMode resolves --mode: cluster when asked for or when auto and the
+// machine allows it; process otherwise, saying why.
+func (d *demo) pickMode() (string, error) {
+	why := testenv.ClusterRequirements()
+	switch d.opts.mode {
+	case modeProcess:
+		return modeProcess, nil
+	case modeCluster:
+		if why != nil {
+			return "", fmt.Errorf("--mode cluster: this machine cannot run the one-node cluster: %w", why)
+		}
+		return modeCluster, nil
+	}
+	if why != nil {
+		d.logf("Running the controller as a process beside a control plane without nodes, not as a Pod in a cluster: %v", why)
+		return modeProcess, nil
+	}
+	return modeCluster, nil
 }
 
 // defer_ records an undo step; cleanUp runs them newest first.

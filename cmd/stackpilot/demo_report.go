@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/internal/cluster"
 )
 
 // report prints the Stack's status, the ConfigMaps involved and what kubectl
@@ -28,13 +28,13 @@ func (d *demo) report(ctx context.Context, s *v1alpha1.Stack) error {
 	printStackStatus(w, s)
 
 	var meta corev1.ConfigMap
-	if err := d.env.Client.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "cluster-metadata"}, &meta); err == nil {
+	if err := d.client.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "cluster-metadata"}, &meta); err == nil {
 		fmt.Fprintf(w, "\nConfigMap %s/%s (written by the Pulumi program):\n", meta.Namespace, meta.Name)
 		printData(w, meta.Data)
 	}
 	if name := s.Spec.Outputs.ConfigMapName; name != "" {
 		var cm corev1.ConfigMap
-		if err := d.env.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &cm); err == nil {
+		if err := d.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &cm); err == nil {
 			fmt.Fprintf(w, "\nConfigMap %s/%s (the Stack's outputs, published by the controller; secret outputs only go to Secret %s):\n",
 				cm.Namespace, cm.Name, s.Spec.Outputs.SecretName)
 			printData(w, cm.Data)
@@ -42,20 +42,29 @@ func (d *demo) report(ctx context.Context, s *v1alpha1.Stack) error {
 	}
 
 	kubectl := filepath.Join(d.bin, "kubectl")
-	fmt.Fprintf(w, "\nKubeconfig: %s\n", d.env.Kubeconfig)
-	fmt.Fprintf(w, "$ KUBECONFIG=%s %s get stacks -A\n", d.env.Kubeconfig, kubectl)
-	out, err := d.kubectl(ctx, "get", "stacks", "-A")
+	fmt.Fprintf(w, "\nKubeconfig: %s\n", d.kubeconfig)
+	fmt.Fprintf(w, "$ KUBECONFIG=%s %s %s\n", d.kubeconfig, kubectl, strings.Join(d.lookArgs(), " "))
+	out, err := d.kubectl(ctx, d.lookArgs()...)
 	w.Write(out)
 	if err != nil {
-		return fmt.Errorf("kubectl get stacks -A: %w", err)
+		return fmt.Errorf("kubectl %s: %w", strings.Join(d.lookArgs(), " "), err)
 	}
 	fmt.Fprintln(w)
 	return nil
 }
 
+// lookArgs is the kubectl command that shows what runs: the controller's Pod
+// and the Stacks in a cluster; only Stacks without nodes, where no Pod runs.
+func (d *demo) lookArgs() []string {
+	if d.mode == modeCluster {
+		return []string{"get", "pods,stacks", "-A"}
+	}
+	return []string{"get", "stacks", "-A"}
+}
+
 func (d *demo) kubectl(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(d.bin, "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.env.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
@@ -129,9 +138,13 @@ func duration(h v1alpha1.OperationRecord) string {
 func (d *demo) hints() {
 	kubectl := filepath.Join(d.bin, "kubectl")
 	w := d.out
-	fmt.Fprintf(w, `Stackpilot is running. Look at it from another terminal:
+	where := "Stackpilot runs as a process beside a control plane without nodes."
+	if d.mode == modeCluster {
+		where = "Stackpilot runs as a Pod of Deployment " + cluster.SystemNamespace + "/" + cluster.DeploymentName + " in a one-node cluster on this machine."
+	}
+	fmt.Fprintf(w, `%[10]s Look at it from another terminal:
   export KUBECONFIG=%[1]s
-  %[2]s get stacks -A
+  %[2]s %[11]s
   %[2]s describe stack %[3]s -n %[4]s
   %[2]s get configmap cluster-metadata -n %[4]s -o yaml
 
@@ -145,8 +158,8 @@ Change the program; the new commit is picked up within the Stack's 1m interval, 
 Controller log: %[9]s
 Press Ctrl-C to stop; everything the demo started is stopped and removed.
 
-`, d.env.Kubeconfig, kubectl, demoStackName, demoNamespace, d.git.URL(demoRepo), demoRepo, demoProgramDir,
-		v1alpha1.ReconcileRequestAnnotation, d.ctrl.LogPath)
+`, d.kubeconfig, kubectl, demoStackName, demoNamespace, d.git.URL(demoRepo), demoRepo, demoProgramDir,
+		v1alpha1.ReconcileRequestAnnotation, d.ctrl.LogLocation(), where, strings.Join(d.lookArgs(), " "))
 }
 
 // watch prints what happens to the Stack until the demo is stopped.
@@ -154,7 +167,7 @@ func (d *demo) watch(ctx context.Context, key client.ObjectKey) error {
 	last, lastOp := "", ""
 	for {
 		s := &v1alpha1.Stack{}
-		if err := d.env.Client.Get(ctx, key, s); err == nil {
+		if err := d.client.Get(ctx, key, s); err == nil {
 			if line := progressLine(s); line != last {
 				d.logf("%s/%s: %s", key.Namespace, key.Name, line)
 				last = line
@@ -179,7 +192,7 @@ func (d *demo) watch(ctx context.Context, key client.ObjectKey) error {
 			d.logf("Stopping")
 			return nil
 		case <-d.ctrl.Exited():
-			return fmt.Errorf("the controller exited; its log: %s", d.ctrl.LogPath)
+			return fmt.Errorf("the controller exited; its log: %s", d.ctrl.LogLocation())
 		case <-time.After(time.Second):
 		}
 	}
@@ -189,12 +202,12 @@ func (d *demo) watch(ctx context.Context, key client.ObjectKey) error {
 // and the end of the controller's log.
 func (d *demo) diagnose() {
 	w := d.errOut
-	if d.env != nil {
+	if d.client != nil {
 		s := &v1alpha1.Stack{}
-		if err := d.env.Client.Get(context.Background(), client.ObjectKey{Namespace: demoNamespace, Name: demoStackName}, s); err == nil {
+		if err := d.client.Get(context.Background(), client.ObjectKey{Namespace: demoNamespace, Name: demoStackName}, s); err == nil {
 			fmt.Fprintln(w, "\nThe Stack as it is now:")
 			printStackStatus(w, s)
 		}
 	}
-	fmt.Fprintf(w, "\nThe end of the controller's log (%s):\n%s\n", d.ctrl.LogPath, testenv.TailFile(d.ctrl.LogPath, 60))
+	fmt.Fprintf(w, "\nThe end of the controller's log (%s):\n%s\n", d.ctrl.LogLocation(), d.ctrl.LogTail(60))
 }

@@ -84,7 +84,7 @@ func (d *demo) waitReady(ctx context.Context, key client.ObjectKey, commit strin
 	last := ""
 	for {
 		s := &v1alpha1.Stack{}
-		if err := d.env.Client.Get(ctx, key, s); err != nil && ctx.Err() == nil {
+		if err := d.client.Get(ctx, key, s); err != nil && ctx.Err() == nil {
 			return nil, fmt.Errorf("get Stack %s: %w", key, err)
 		}
 		if line := progressLine(s); line != last {
@@ -104,7 +104,7 @@ func (d *demo) waitReady(ctx context.Context, key client.ObjectKey, commit strin
 		case <-ctx.Done():
 			return s, ctx.Err()
 		case <-d.ctrl.Exited():
-			return s, fmt.Errorf("the controller exited; its log: %s", d.ctrl.LogPath)
+			return s, fmt.Errorf("the controller exited; its log: %s", d.ctrl.LogLocation())
 		case <-deadline:
 			return s, fmt.Errorf("the Stack was not Ready within %s; Ready: %s", d.opts.timeout, conditionMessage(s, v1alpha1.ReadyCondition))
 		case <-time.After(500 * time.Millisecond):

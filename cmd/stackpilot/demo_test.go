@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,12 +15,65 @@ import (
 	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
-// TestDemoOnce runs `stackpilot demo --once` end to end: control plane,
-// controller, Git server, the sample Stack with the real Pulumi engine and
-// Kubernetes provider. runDemo itself fails unless the Stack became Ready at
-// the committed revision, the program's ConfigMap holds the expected data and
-// the outputs were published, so the test only has to run it.
+// TestDemoOnce runs `stackpilot demo --mode process --once` end to end:
+// control plane, controller process, Git server, the sample Stack with the real
+// Pulumi engine and Kubernetes provider. runDemo itself fails unless the Stack
+// became Ready at the committed revision, the program's ConfigMap holds the
+// expected data and the outputs were published, so the test checks what it
+// printed.
 func TestDemoOnce(t *testing.T) {
+	out := runDemoOnce(t, demoOptions{
+		mode: modeProcess,
+		// Not bin/stackpilot-controller: a `make demo` may be running it.
+		controllerBin: filepath.Join(t.TempDir(), "stackpilot-controller"),
+	})
+	for _, want := range []string{
+		"Ready=True (Succeeded)",
+		"kubectl get stacks -A",
+		"cluster-metadata   True", // the kubectl table
+		"registryToken      [secret]",
+		"Done in",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+}
+
+// TestDemoOnceInCluster runs `stackpilot demo --mode cluster --once`, what
+// `make demo` does on a machine that can run the one-node cluster: the
+// controller is installed from config/ and runs as a Pod, and kubectl shows it.
+func TestDemoOnceInCluster(t *testing.T) {
+	if err := testenv.ClusterRequirements(); err != nil {
+		if os.Getenv(testenv.RequireClusterEnv) == "1" {
+			t.Fatalf("%s=1 but this machine cannot run the one-node cluster: %v", testenv.RequireClusterEnv, err)
+		}
+		t.Skipf("no one-node cluster on this machine: %v", err)
+	}
+	out := runDemoOnce(t, demoOptions{mode: modeCluster})
+	for _, want := range []string{
+		"Starting a one-node cluster",
+		"Installing Stackpilot from config/cluster",
+		"Ready=True (Succeeded)",
+		"kubectl get pods,stacks -A",
+		"stackpilot-system   pod/stackpilot-controller-", // the controller's Pod, in the kubectl table
+		"Running",
+		"stack.stackpilot.dev/cluster-metadata   True",
+		"registryToken      [secret]",
+		"stop the cluster and remove /var/tmp/spc-demo-",
+		"Done in",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	if dirs, _ := filepath.Glob("/var/tmp/spc-demo-*"); len(dirs) > 0 {
+		t.Errorf("the demo left %v behind", dirs)
+	}
+}
+
+func runDemoOnce(t *testing.T, opts demoOptions) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping the end-to-end demo in -short mode")
 	}
@@ -30,14 +84,9 @@ func TestDemoOnce(t *testing.T) {
 	if err := testenv.RequireBinaries(bin, demoTools...); err != nil {
 		t.Skipf("skipping the end-to-end demo: %v", err)
 	}
-
+	opts.once = true
+	opts.timeout = 5 * time.Minute
 	var out bytes.Buffer
-	opts := demoOptions{
-		once:    true,
-		timeout: 5 * time.Minute,
-		// Not bin/stackpilot-controller: a `make demo` may be running it.
-		controllerBin: filepath.Join(t.TempDir(), "stackpilot-controller"),
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	err = runDemo(ctx, opts, &out, &out)
@@ -45,17 +94,7 @@ func TestDemoOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stackpilot demo --once: %v", err)
 	}
-	for _, want := range []string{
-		"Ready=True (Succeeded)",
-		"kubectl get stacks -A",
-		"cluster-metadata   True", // the kubectl table
-		"registryToken      [secret]",
-		"Done in",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the demo's output lacks %q", want)
-		}
-	}
+	return out.String()
 }
 
 // TestDemoManifests checks the embedded sample without a cluster.
@@ -112,6 +151,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 		{[]string{"demo", "-h"}, 0, "--once"},
 		{[]string{"demo", "extra"}, 2, "unexpected arguments"},
+		{[]string{"demo", "--mode", "vm"}, 2, `--mode "vm": want auto, cluster or process`},
 	} {
 		var out bytes.Buffer
 		if code := run(tc.args, &out, &out); code != tc.code || !strings.Contains(out.String(), tc.out) {

@@ -1,7 +1,7 @@
 // Command stackpilot is Stackpilot's command-line tool. Each verb is a
 // subcommand:
 //
-//	stackpilot demo [--once]   run Stackpilot on a local control plane with a sample Stack
+//	stackpilot demo [--mode auto|cluster|process] [--once]   run Stackpilot with a sample Stack
 package main
 
 import (
@@ -20,7 +20,7 @@ var verbs = map[string]struct {
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) int
 }{
-	"demo": {"run Stackpilot on a local control plane with a sample Stack", demoMain},
+	"demo": {"run Stackpilot with a sample Stack: as a Pod in a one-node cluster on this machine, or as a process", demoMain},
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -4,7 +4,7 @@
 //	stackpilot-cluster up       [--dir DIR] [--api-port 6443] [--registry-port 5000]
 //	stackpilot-cluster down     [--dir DIR]
 //	stackpilot-cluster smoke    [--dir DIR]   run a one-shot Pod and wait for it
-//	stackpilot-cluster images   [--dir DIR] --tag TAG [--static DIR]
+//	stackpilot-cluster images   [--dir DIR] --tag TAG [--tools DIR]
 //	stackpilot-cluster install  [--dir DIR] --tag TAG | --image REF
 //	stackpilot-cluster registry --addr HOST:PORT --dir DIR   (started by up)
 package main
@@ -125,7 +125,7 @@ func images(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("images", flag.ExitOnError)
 	dir := fs.String("dir", defaultDir, "cluster directory")
 	tag := fs.String("tag", "", "image tag (the commit)")
-	static := fs.String("static", "", "directory of static pulumi builds (default: bin/static, then bin)")
+	tools := fs.String("tools", "", "directory of the static pulumi, pulumi-language-yaml and pulumi-resource-kubernetes (default: bin/)")
 	_ = fs.Parse(args)
 	if *tag == "" {
 		return fmt.Errorf("images: --tag is required")
@@ -142,9 +142,9 @@ func images(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	dirs := []string{filepath.Join(bin, "static"), bin}
-	if *static != "" {
-		dirs = []string{*static}
+	dirs := []string{bin}
+	if *tools != "" {
+		dirs = []string{*tools}
 	}
 	start := time.Now()
 	ref, err := cluster.PushControllerImage(ctx, root, dirs, filepath.Join(bin, ".image-cache"), c.Registry, *tag)

@@ -118,7 +118,7 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
-			return nil, fmt.Errorf("cluster: %s missing from %s: run `make tools cluster-tools`", b, opts.BinDir)
+			return nil, fmt.Errorf("cluster: %s missing from %s: run `make tools`", b, opts.BinDir)
 		}
 	}
 	c := &Cluster{Dir: dir, NodeName: opts.NodeName, detach: opts.Detach, log: opts.Log}

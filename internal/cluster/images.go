@@ -311,8 +311,8 @@ const (
 // ControllerImageSpec is the Stackpilot controller image: the controller (whose
 // `runner` subcommand is the runner), the Pulumi CLI, the YAML language host and
 // the Kubernetes provider, all static, on PATH, running as 65532. Each tool is
-// taken from the first of toolDirs where it is statically linked (bin/static
-// from `make image-tools`, or bin/ itself when `make tools` builds them static).
+// taken from the first of toolDirs where it is statically linked (`make tools`
+// builds them with CGO_ENABLED=0 into bin/).
 func ControllerImageSpec(controller string, toolDirs ...string) (ImageSpec, error) {
 	base := []File{
 		{Path: "/etc/passwd", Data: []byte(etcPasswd)},
@@ -360,7 +360,7 @@ func FindStatic(name string, dirs ...string) (string, error) {
 		}
 		errs = append(errs, err.Error())
 	}
-	return "", fmt.Errorf("cluster: no static %s (run `make image-tools`): %s", name, strings.Join(errs, "; "))
+	return "", fmt.Errorf("cluster: no static %s (`make tools` builds them with CGO_ENABLED=0): %s", name, strings.Join(errs, "; "))
 }
 
 // requireStatic refuses a binary that needs a dynamic loader: the image has no libc.

@@ -5,8 +5,9 @@
 // controller reconciles a Stack from a Git server on loopback, survives the
 // deletion of its Pod in the middle of an operation, and uninstalls cleanly.
 //
-// It needs root, containerd, runc and the CNI plugins (Debian packages), and
-// `make tools cluster-tools image-tools`; without them it is skipped, saying why.
+// It needs root, containerd, runc and the CNI plugins (Debian packages, which
+// `make test` installs), and `make tools`; without them it is skipped, saying
+// why (or fails, under STACKPILOT_REQUIRE_CLUSTER=1, which `make test` sets as root).
 package cluster_test
 
 import (
@@ -86,86 +87,41 @@ resources:
 }
 
 func TestInstall(t *testing.T) {
-	if err := cluster.Requirements(); err != nil {
-		t.Skipf("no one-node cluster on this machine: %v", err)
-	}
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			t.Skipf("%s missing from %s: run `make tools cluster-tools` first", b, bin)
-		}
-	}
-	toolDirs := []string{filepath.Join(bin, "static"), bin}
-	for _, tool := range cluster.ControllerImageTools {
-		if _, err := cluster.FindStatic(tool, toolDirs...); err != nil {
-			t.Skipf("the controller image needs static Pulumi tools: %v", err)
-		}
-	}
 	ctrllog.SetLogger(logr.Discard())
-	g := NewWithT(t)
-	ctx := context.Background()
-	timings := map[string]time.Duration{}
-	step := func(name string, start time.Time) { timings[name] = time.Since(start).Round(100 * time.Millisecond) }
-	defer func() { t.Logf("timings: %v", timings) }()
-
-	// A short directory (containerd's socket lives in it), and first whatever
-	// an earlier run killed before its cleanup left.
-	g.Expect(cluster.CleanStale("/var/tmp/spc-*", testWriter{t})).To(Succeed())
-	dir, err := os.MkdirTemp("/var/tmp", "spc-")
-	g.Expect(err).NotTo(HaveOccurred())
-	start := time.Now()
-	c, err := cluster.Up(ctx, cluster.Options{Dir: dir, Root: root, BinDir: bin, Log: testWriter{t}})
-	if err != nil {
-		t.Fatalf("cluster up: %v\n%s", err, tails(dir))
-	}
-	step("cluster-up", start)
-	defer func() {
-		if t.Failed() {
-			t.Logf("cluster logs:\n%s", tails(dir))
-			t.Logf("controller pods: %s\ncontroller logs:\n%s", c.PodsSummary(ctx, cluster.SystemNamespace), tail(controllerLogs(t, c), 80))
-			logs, _ := filepath.Glob(filepath.Join(c.Dir, "volumes", "*", "operations", "*", "runner.log"))
-			for _, f := range logs {
-				data, _ := os.ReadFile(f)
-				t.Logf("==> %s\n%s", f, tail(string(data), 40))
-			}
-		}
-		start := time.Now()
-		if err := c.Down(); err != nil {
-			t.Errorf("cluster down: %v", err)
-		}
-		step("cluster-down", start)
-		mounts, _ := os.ReadFile("/proc/self/mountinfo")
-		if strings.Contains(string(mounts), dir) {
-			t.Errorf("mounts left under %s after Down", dir)
-		}
-	}()
-
-	start = time.Now()
-	image, err := cluster.PushControllerImage(ctx, root, toolDirs, filepath.Join(bin, ".image-cache"), c.Registry, "e2e")
-	g.Expect(err).NotTo(HaveOccurred())
-	step("images", start)
-
-	start = time.Now()
-	kubectl := filepath.Join(bin, "kubectl")
-	inst, err := c.Install(ctx, cluster.InstallOptions{Root: root, Kubectl: kubectl, Image: image, Log: testWriter{t}})
-	g.Expect(err).NotTo(HaveOccurred())
-	step("install", start)
-
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
-	cfg, err := c.RESTConfig()
+
+	timings := map[string]time.Duration{}
+	step := func(name string, start time.Time) { timings[name] = time.Since(start).Round(100 * time.Millisecond) }
+	defer func() { t.Logf("timings: %v", timings) }()
+	start := time.Now()
+	c := testenv.StartCluster(t, scheme)
+	step("cluster-up", start)
+	g := NewWithT(t)
+	ctx := context.Background()
+	k := c.Client
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller pods: %s\ncontroller logs:\n%s", c.PodsSummary(ctx, cluster.SystemNamespace), cluster.Tail(controllerLogs(c), 80))
+			logs, _ := filepath.Glob(filepath.Join(c.Dir, "volumes", "*", "operations", "*", "runner.log"))
+			for _, f := range logs {
+				data, _ := os.ReadFile(f)
+				t.Logf("==> %s\n%s", f, cluster.Tail(string(data), 40))
+			}
+		}
+	})
+
+	start = time.Now()
+	image, err := cluster.PushControllerImage(ctx, c.Root, []string{c.BinDir}, filepath.Join(c.BinDir, ".image-cache"), c.Registry, "e2e")
 	g.Expect(err).NotTo(HaveOccurred())
-	k, err := client.New(cfg, client.Options{Scheme: scheme})
+	step("images", start)
+
+	start = time.Now()
+	inst, err := c.Install(ctx, cluster.InstallOptions{Root: c.Root, Kubectl: c.Kubectl, Image: image, Log: testWriter{t}})
 	g.Expect(err).NotTo(HaveOccurred())
+	step("install", start)
 
 	// A Stack from Git on loopback, state on the controller's volume.
 	git := testenv.NewGitServer(t)
@@ -242,7 +198,7 @@ func TestInstall(t *testing.T) {
 	g.Expect(slow.Status.AvailableReplicas).To(BeEquivalentTo(1))
 
 	// Least privilege: the controller was never refused by the API server.
-	logs := controllerLogs(t, c)
+	logs := controllerLogs(c)
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, "forbidden") {
 			t.Errorf("the controller needed a permission the manifests do not grant:\n%s", line)
@@ -256,7 +212,7 @@ func TestInstall(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k.Get(ctx, client.ObjectKeyFromObject(stack), &v1alpha1.Stack{}))
 	}, 2*time.Minute, time.Second).Should(BeTrue(), "the Stack's finalizer was not removed")
-	g.Expect(c.Uninstall(ctx, kubectl, inst)).To(Succeed())
+	g.Expect(c.Uninstall(ctx, c.Kubectl, inst)).To(Succeed())
 	step("uninstall", start)
 	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Name: cluster.SystemNamespace}, &corev1.Namespace{}))).To(BeTrue(), "namespace left")
 	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Name: "stacks.stackpilot.dev"}, &apiextensionsv1.CustomResourceDefinition{}))).To(BeTrue(), "CRD left")
@@ -271,7 +227,7 @@ func TestInstall(t *testing.T) {
 }
 
 // waitReady waits until the Stack is Ready (at revision, unless "").
-func waitReady(t *testing.T, k client.Client, c *cluster.Cluster, key client.ObjectKey, revision string) {
+func waitReady(t *testing.T, k client.Client, c *testenv.Cluster, key client.ObjectKey, revision string) {
 	t.Helper()
 	g := NewWithT(t)
 	var last string
@@ -291,7 +247,7 @@ func waitReady(t *testing.T, k client.Client, c *cluster.Cluster, key client.Obj
 	}, 6*time.Minute, time.Second).Should(Succeed())
 	if !ok {
 		t.Fatalf("Stack %s not Ready: %s\n%s\ncontroller pods: %s\ncontroller log:\n%s", key, last,
-			stackStatus(k, key), c.PodsSummary(context.Background(), cluster.SystemNamespace), tail(controllerLogs(t, c), 60))
+			stackStatus(k, key), c.PodsSummary(context.Background(), cluster.SystemNamespace), cluster.Tail(controllerLogs(c), 60))
 	}
 }
 
@@ -308,46 +264,9 @@ func controllerPod(g Gomega, k client.Client) *corev1.Pod {
 	return &pods.Items[0]
 }
 
-// controllerLogs reads every controller container's log from the kubelet's log
-// directory (all Pods, all restarts).
-func controllerLogs(t *testing.T, c *cluster.Cluster) string {
-	files, _ := filepath.Glob(filepath.Join(c.Dir, "pod-logs", cluster.SystemNamespace+"_*", "manager", "*.log"))
-	var b strings.Builder
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Logf("read %s: %v", f, err)
-			continue
-		}
-		fmt.Fprintf(&b, "==> %s\n%s", f, data)
-	}
-	return b.String()
-}
-
-// tails is the end of every component's log.
-func tails(dir string) string {
-	files, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
-	var b strings.Builder
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		var keep []string
-		for _, line := range strings.Split(string(data), "\n") {
-			// cadvisor finds no stats for this VM's disk; the kubelet says so every 10s.
-			if !strings.Contains(line, "eviction_manager.go") && !strings.Contains(line, "cri_stats_provider.go") {
-				keep = append(keep, line)
-			}
-		}
-		fmt.Fprintf(&b, "==> %s\n%s\n", f, tail(strings.Join(keep, "\n"), 15))
-	}
-	return b.String()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+// controllerLogs is every controller container's log (all Pods, all restarts).
+func controllerLogs(c *testenv.Cluster) string {
+	return c.ContainerLogs(cluster.SystemNamespace, "manager")
 }
 
 type testWriter struct{ t *testing.T }

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/stackpilot/stackpilot/internal/testenv"
+)
+
+// controllerHandle is how the demo follows the controller, wherever it runs.
+type controllerHandle interface {
+	// Exited is closed when the controller is gone for good; nil when a
+	// Deployment brings it back.
+	Exited() <-chan struct{}
+	// LogLocation says where its log is.
+	LogLocation() string
+	// LogTail is the end of its log.
+	LogTail(lines int) string
+}
+
+// startAsProcess starts a control plane without nodes (etcd, kube-apiserver,
+// kube-controller-manager) and the controller as a process beside it.
+func (d *demo) startAsProcess(ctx context.Context, root string) error {
+	// Build the controller while the control plane starts: both take a while.
+	ctrlBin := d.opts.controllerBin
+	if ctrlBin == "" {
+		ctrlBin = filepath.Join(d.bin, "stackpilot-controller")
+	}
+	d.logf("Building the controller (./cmd/controller) into %s, in the background", ctrlBin)
+	built := make(chan error, 1)
+	buildStart := time.Now()
+	go func() { built <- testenv.BuildController(ctx, root, ctrlBin) }()
+
+	d.logf("Starting the control plane: etcd, kube-apiserver, kube-controller-manager (garbage collector) from %s", d.bin)
+	t0 := time.Now()
+	env, err := testenv.Start(testenv.Options{Scheme: demoScheme()})
+	if err != nil {
+		<-built
+		return err
+	}
+	d.defer_("stop the control plane", env.Stop)
+	d.client, d.kubeconfig = env.Client, env.Kubeconfig
+	d.logf("  control plane ready in %s: %s", since(t0), env.Config.Host)
+	if err := <-built; err != nil {
+		return err
+	}
+	d.logf("  controller built in %s", since(buildStart))
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	d.logf("Starting the controller")
+	t0 = time.Now()
+	ctrl, err := testenv.StartController(ctx, testenv.ControllerConfig{
+		Binary:     ctrlBin,
+		BinDir:     d.bin,
+		Kubeconfig: env.Kubeconfig,
+		DataDir:    filepath.Join(d.tmp, "data"),
+		LogPath:    filepath.Join(d.tmp, "controller.log"),
+		Verbose:    d.verboseWriter(),
+	})
+	if err != nil {
+		return err
+	}
+	d.ctrl = processController{ctrl}
+	d.defer_("stop the controller", ctrl.Stop)
+	d.logf("  controller ready in %s (pid %d, metrics http://%s/metrics, log %s)", since(t0), ctrl.Pid(), ctrl.MetricsAddr, ctrl.LogPath)
+	return nil
+}
+
+// processController is the controller as a process of the demo's.
+type processController struct{ *testenv.ControllerProcess }
+
+func (p processController) LogLocation() string { return p.LogPath }
+
+func (p processController) LogTail(lines int) string {
+	return testenv.TailFile(p.LogPath, lines)
+}

@@ -1,0 +1,4 @@
+package cluster
+
+// ProcessesMentioning lets the external tests check that Down left no process.
+var ProcessesMentioning = processesMentioning
