@@ -81,3 +81,27 @@ func TestImageRoundTrip(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(layers).To(HaveLen(2))
 }
+
+func TestDenied(t *testing.T) {
+	g := NewWithT(t)
+	c := &Cluster{Dir: t.TempDir()}
+	g.Expect(os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o755)).To(Succeed())
+	sa := "system:serviceaccount:stackpilot-system:stackpilot-controller"
+	log := `{"kind":"Event","stage":"ResponseComplete","verb":"list","user":{"username":"` + sa + `"},"userAgent":"stackpilot-controller/v0.0.0 (linux/amd64)","objectRef":{"resource":"nodes","apiVersion":"v1"},"requestURI":"/api/v1/nodes","responseStatus":{"code":403}}
+{"kind":"Event","stage":"ResponseComplete","verb":"get","user":{"username":"` + sa + `"},"userAgent":"stackpilot-controller/v0.0.0","objectRef":{"resource":"secrets","namespace":"infra","name":"x","apiVersion":"v1"},"responseStatus":{"code":200}}
+{"kind":"Event","stage":"ResponseComplete","verb":"update","user":{"username":"` + sa + `"},"userAgent":"stackpilot-controller/v0.0.0","objectRef":{"resource":"stacks","subresource":"status","namespace":"infra","name":"app","apiGroup":"stackpilot.dev"},"responseStatus":{"code":403}}
+{"kind":"Event","stage":"ResponseComplete","verb":"list","user":{"username":"` + sa + `"},"userAgent":"stackpilot-controller/v0.0.0 (linux/amd64)","objectRef":{"resource":"nodes","apiVersion":"v1"},"responseStatus":{"code":403}}
+{"kind":"Event","stage":"ResponseComplete","verb":"list","user":{"username":"admin"},"objectRef":{"resource":"nodes"},"responseStatus":{"code":403}}
+{"kind":"Event","stage":"ResponseComplete","verb":"delete","user":{"username":"admin"},"impersonatedUser":{"username":"` + sa + `"},"objectRef":{"resource":"namespaces","name":"kube-system"},"responseStatus":{"code":403}}
+{"kind":"Event","stage":"ResponseComplete","verb":"get","user":{"username":"` + sa + `"},"requestURI":"/version","responseStatus":{"code":403}}
+`
+	g.Expect(os.WriteFile(c.AuditLogPath(), []byte(log), 0o644)).To(Succeed())
+	denied, err := c.Denied(sa)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(denied).To(Equal([]string{
+		"delete namespaces kube-system",
+		"get /version",
+		"list nodes by stackpilot-controller/v0.0.0",
+		"update stacks.stackpilot.dev/status infra/app by stackpilot-controller/v0.0.0",
+	}))
+}

@@ -59,6 +59,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, opts Options, p *pki) e
 		return fmt.Errorf("cluster: etcd: %w", err)
 	}
 
+	if err := c.writeAuditPolicy(); err != nil {
+		return err
+	}
 	apiserver, err := c.startProc("kube-apiserver", []string{bin("kube-apiserver"),
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
@@ -82,6 +85,8 @@ func (c *Cluster) startControlPlane(ctx context.Context, opts Options, p *pki) e
 		"--kubelet-preferred-address-types=Hostname",
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		"--audit-policy-file=" + c.auditPolicyPath(),
+		"--audit-log-path=" + c.AuditLogPath(),
 		"--v=1",
 	}, nil)
 	if err != nil {

@@ -24,13 +24,17 @@ func (c *Cluster) ContainerLogs(namespace, container string) string {
 	return b.String()
 }
 
-// ComponentLogs is the end (n lines) of each component's log in <Dir>/logs,
+// ComponentLogs is the end (n lines) of each component's log in <Dir>/logs
+// but the audit log,
 // for failure reports. The kubelet's every-10s complaints that cadvisor finds
 // no stats for this machine's disk are left out.
 func ComponentLogs(dir string, n int) string {
 	files, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
 	var b strings.Builder
 	for _, f := range files {
+		if f == filepath.Join(dir, "logs", "audit.log") {
+			continue // one JSON event per request: see Denied
+		}
 		data, _ := os.ReadFile(f)
 		var keep []string
 		for _, line := range strings.Split(string(data), "\n") {

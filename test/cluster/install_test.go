@@ -197,7 +197,20 @@ func TestInstall(t *testing.T) {
 	g.Expect(k.Get(ctx, client.ObjectKey{Namespace: "infra", Name: "slow"}, &slow)).To(Succeed())
 	g.Expect(slow.Status.AvailableReplicas).To(BeEquivalentTo(1))
 
-	// Least privilege: the controller was never refused by the API server.
+	// Least privilege: the API server never refused the controller (its audit
+	// log has every request), and its log says no different.
+	// First, that a refusal does show: list Nodes as a ServiceAccount that may not.
+	probe := "system:serviceaccount:" + cluster.SystemNamespace + ":audit-probe"
+	cfg, err := c.RESTConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg.Impersonate.UserName = probe
+	probeClient, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(apierrors.IsForbidden(probeClient.List(ctx, &corev1.NodeList{}))).To(BeTrue())
+	g.Expect(c.Denied(probe)).To(ContainElement(HavePrefix("list nodes")))
+	denied, err := c.Denied("system:serviceaccount:" + cluster.SystemNamespace + ":" + cluster.DeploymentName)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(denied).To(BeEmpty(), "the controller needed permissions the manifests do not grant")
 	logs := controllerLogs(c)
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, "forbidden") {
