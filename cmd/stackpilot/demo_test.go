@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,12 +43,7 @@ func TestDemoOnce(t *testing.T) {
 // `make demo` does on a machine that can run the one-node cluster: the
 // controller is installed from config/ and runs as a Pod, and kubectl shows it.
 func TestDemoOnceInCluster(t *testing.T) {
-	if err := testenv.ClusterRequirements(); err != nil {
-		if os.Getenv(testenv.RequireClusterEnv) == "1" {
-			t.Fatalf("%s=1 but this machine cannot run the one-node cluster: %v", testenv.RequireClusterEnv, err)
-		}
-		t.Skipf("no one-node cluster on this machine: %v", err)
-	}
+	testenv.RequireCluster(t)
 	out := runDemoOnce(t, demoOptions{mode: modeCluster})
 	for _, want := range []string{
 		"Starting a one-node cluster",

@@ -33,12 +33,7 @@ func TestCrashThenUpCleans(t *testing.T) {
 		crashChild(t, dir)
 		return
 	}
-	if err := testenv.ClusterRequirements(); err != nil {
-		if os.Getenv(testenv.RequireClusterEnv) == "1" {
-			t.Fatalf("%s=1 but this machine cannot run the one-node cluster: %v", testenv.RequireClusterEnv, err)
-		}
-		t.Skipf("no one-node cluster on this machine: %v", err)
-	}
+	testenv.RequireCluster(t)
 	g := NewWithT(t)
 	unlock, err := cluster.LockMachine(context.Background(), os.Stderr)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -84,7 +79,7 @@ func TestCrashThenUpCleans(t *testing.T) {
 	leftPids := cluster.ProcessesMentioning(dir)
 	mounts := mountsUnder(dir)
 	t.Logf("left by the crash: %d processes, %d mounts", len(leftPids), len(mounts))
-	g.Expect(len(leftPids) + len(mounts)).To(BeNumerically(">", 0), "the crash left nothing to clean: the test proves nothing")
+	g.Expect(len(leftPids)+len(mounts)).To(BeNumerically(">", 0), "the crash left nothing to clean: the test proves nothing")
 
 	root, err := testenv.ModuleRoot()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -36,6 +36,18 @@ func ClusterRequirements() error {
 	return RequireBinaries(bin, clusterTools...)
 }
 
+// RequireCluster skips t when this machine cannot run the one-node cluster,
+// saying why, or fails it when RequireClusterEnv is 1.
+func RequireCluster(t testing.TB) {
+	t.Helper()
+	if err := ClusterRequirements(); err != nil {
+		if os.Getenv(RequireClusterEnv) == "1" {
+			t.Fatalf("%s=1 but this machine cannot run the one-node cluster: %v", RequireClusterEnv, err)
+		}
+		t.Skipf("no one-node cluster on this machine: %v", err)
+	}
+}
+
 // Cluster is a one-node cluster started for one test.
 type Cluster struct {
 	*cluster.Cluster
@@ -52,12 +64,7 @@ type Cluster struct {
 // when the machine cannot run a cluster, or fails it if RequireClusterEnv is 1.
 func StartCluster(t testing.TB, scheme *runtime.Scheme) *Cluster {
 	t.Helper()
-	if err := ClusterRequirements(); err != nil {
-		if os.Getenv(RequireClusterEnv) == "1" {
-			t.Fatalf("%s=1 but this machine cannot run the one-node cluster: %v", RequireClusterEnv, err)
-		}
-		t.Skipf("no one-node cluster on this machine: %v", err)
-	}
+	RequireCluster(t)
 	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatalf("%v", err)
