@@ -441,6 +441,13 @@ type OperationRecord struct {
 	// Message is a short human summary; for a failure, what went wrong.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// Reason classifies an operation that did not succeed with the Ready
+	// condition's reason for it (ProgramError, AuthenticationFailed,
+	// BackendFailed, Locked, Timeout, Interrupted, OperationFailed); empty when
+	// it succeeded or still runs.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // ChangeSummary counts resources by the step Pulumi took for them.

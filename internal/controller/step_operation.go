@@ -82,6 +82,13 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	if rec.Message == "" && res.Outcome == runner.OutcomeSucceeded {
 		rec.Message = summaryLine(res)
 	}
+	switch {
+	case res.Outcome == runner.OutcomeSucceeded:
+	case rec.Outcome == v1alpha1.OutcomeInterrupted:
+		rec.Reason = v1alpha1.InterruptedReason
+	default:
+		rec.Reason = failureReason(res.ErrorClass)
+	}
 	replaceHistory(stack, rec)
 	stack.Status.CurrentOperation = nil
 
@@ -148,7 +155,7 @@ func lockMayBeStale(stack *v1alpha1.Stack) bool {
 			continue // the operation starting now
 		}
 		return h.Outcome == v1alpha1.OutcomeInterrupted ||
-			(h.Outcome == v1alpha1.OutcomeFailed && strings.Contains(h.Message, "timed out"))
+			(h.Outcome != v1alpha1.OutcomeSucceeded && h.Reason == v1alpha1.TimeoutReason)
 	}
 	return false
 }

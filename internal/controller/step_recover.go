@@ -55,6 +55,7 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 	now := metav1.NewTime(time.Now())
 	rec.FinishedAt = &now
 	rec.Outcome = v1alpha1.OutcomeInterrupted
+	rec.Reason = v1alpha1.InterruptedReason
 	rec.Message = "the controller stopped before the operation finished; its lock is cleared and the operation runs again"
 	replaceHistory(stack, rec)
 	stack.Status.CurrentOperation = nil

@@ -56,6 +56,7 @@ func TestProgramErrorThenFix(t *testing.T) {
 	g.Expect(s.Status.LastAttemptedRevision).To(HaveSuffix(broken))
 	g.Expect(s.Status.LastAppliedRevision).To(BeEmpty())
 	g.Expect(s.Status.History[0].Outcome).To(Equal(v1alpha1.OutcomeFailed))
+	g.Expect(s.Status.History[0].Reason).To(Equal(v1alpha1.ProgramErrorReason))
 
 	// retryInterval is an hour: only the new revision can explain a quick run.
 	fixed := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("")}, "fix")
@@ -176,6 +177,7 @@ func TestControllerKilledMidUp(t *testing.T) {
 	for _, h := range s.Status.History {
 		if h.Outcome == v1alpha1.OutcomeInterrupted {
 			interrupted++
+			g.Expect(h.Reason).To(Equal(v1alpha1.InterruptedReason))
 		}
 	}
 	g.Expect(interrupted).To(Equal(1), "history: %+v", s.Status.History)
