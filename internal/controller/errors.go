@@ -48,18 +48,29 @@ func transient(reason string, err error) *TransientError {
 	return &TransientError{Reason: reason, Err: err}
 }
 
-// reasonOf gives the condition reason carried by a typed error, or def.
+// outermostTyped is the first StallingError, WaitingError or TransientError in
+// err's chain, outermost first, or nil: a step that wraps another error in a
+// typed error of its own decides the outcome (a destroy that fails because an
+// input is missing is a DestroyFailed failure, not a wait for that input).
+func outermostTyped(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch e.(type) {
+		case *StallingError, *WaitingError, *TransientError:
+			return e
+		}
+	}
+	return nil
+}
+
+// reasonOf gives the condition reason carried by err's outermost typed error, or def.
 func reasonOf(err error, def string) string {
-	var s *StallingError
-	var w *WaitingError
-	var t *TransientError
-	switch {
-	case errors.As(err, &s):
-		return s.Reason
-	case errors.As(err, &w):
-		return w.Reason
-	case errors.As(err, &t):
-		return t.Reason
+	switch e := outermostTyped(err).(type) {
+	case *StallingError:
+		return e.Reason
+	case *WaitingError:
+		return e.Reason
+	case *TransientError:
+		return e.Reason
 	}
 	return def
 }

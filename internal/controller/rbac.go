@@ -9,3 +9,5 @@ package controller
 // +kubebuilder:rbac:groups=stackpilot.dev,resources=stacks/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// finalize asks whether a Stack's namespace is being deleted (read uncached: no namespace informer).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get

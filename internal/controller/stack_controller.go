@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -140,8 +139,8 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 		stack.Status.LastHandledReconcileAt = v
 	}
 	res := ctrl.Result{}
-	var stall *StallingError
-	var wait *WaitingError
+	stall, _ := outermostTyped(recErr).(*StallingError)
+	wait, _ := outermostTyped(recErr).(*WaitingError)
 	switch {
 	case stack.Spec.Suspend && stack.DeletionTimestamp.IsZero():
 		conditions.Delete(stack, v1alpha1.ReconcilingCondition)
@@ -158,14 +157,14 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 		if st.requeueAfter > 0 {
 			res.RequeueAfter = st.requeueAfter
 		}
-	case errors.As(recErr, &stall):
+	case stall != nil:
 		conditions.MarkStalled(stack, stall.Reason, "%s", scrubMsg(st, stall.Error()))
 		conditions.Delete(stack, v1alpha1.ReconcilingCondition)
 		conditions.MarkFalse(stack, v1alpha1.ReadyCondition, stall.Reason, "%s", scrubMsg(st, stall.Error()))
 		stack.Status.ObservedGeneration = stack.Generation
 		r.event(stack, corev1.EventTypeWarning, stall.Reason, "Stalled", scrubMsg(st, stall.Error()))
 		recErr = nil // no retry until something changes
-	case errors.As(recErr, &wait):
+	case wait != nil:
 		conditions.Delete(stack, v1alpha1.StalledCondition)
 		conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Waiting: %s", scrubMsg(st, wait.Error()))
 		conditions.MarkFalse(stack, v1alpha1.ReadyCondition, wait.Reason, "%s", scrubMsg(st, wait.Error()))

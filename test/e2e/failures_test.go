@@ -141,6 +141,37 @@ func TestDestroyAfterRepositoryGone(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "destroyed from the cached artifact")
 }
 
+// TestNamespaceDeletedWithItsInputs: the namespace controller deletes a
+// namespace's objects all at once, so the passphrase Secret a destroy needs can
+// be gone before the Stack's finalizer runs. Deleting the Stack alone then
+// waits (DestroyFailed: the Secret can come back); deleting its namespace lets
+// the Stack go without a destroy, saying so, instead of holding the namespace
+// in Terminating for ever.
+func TestNamespaceDeletedWithItsInputs(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	f.start(t)
+	stack := f.stack("orphaned", func(s *v1alpha1.Stack) { s.Spec.DestroyOnDelete = true })
+	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
+	key := client.ObjectKeyFromObject(stack)
+	waitApplied(t, key, f.commit)
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pulumi-passphrase"}}
+	g.Expect(env.Client.Delete(ctx, secret)).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, stack)).To(Succeed())
+	s := waitNotReady(t, key, v1alpha1.DestroyFailedReason)
+	g.Expect(readyMessage(s)).To(ContainSubstring("Secret pulumi-passphrase not found"))
+	g.Expect(s.Finalizers).To(ContainElement(v1alpha1.StackFinalizer), "the Stack waits for its Secret")
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}
+	g.Expect(env.Client.Delete(ctx, ns)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}))
+	}, 2*time.Minute, time.Second).Should(BeTrue(), "the namespace stays Terminating")
+	g.Expect(f.ctrl.Logs(t)).To(ContainSubstring("was NOT destroyed"), "the controller says what it left behind")
+}
+
 // TestControllerKilledMidUp: the controller dies while an up waits on a
 // resource; the next controller finds the operation interrupted, clears the
 // stale lock and finishes the job.
