@@ -9,7 +9,13 @@ if [[ "$(cat "$out/.version" 2>/dev/null)" == "$version" ]]; then
 	echo "tools: flux source CRDs $version up to date"
 	exit 0
 fi
-src=$(cd "$root/tools/source-controller" && go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)/config/crd/bases
+# `go list -m` only reports a module already in the module cache.
+moddir=$(cd "$root/tools/source-controller" && go mod download github.com/fluxcd/source-controller && go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)
+if [[ -z $moddir ]]; then
+	echo "flux-crds: github.com/fluxcd/source-controller is not in the module cache after go mod download" >&2
+	exit 1
+fi
+src=$moddir/config/crd/bases
 rm -rf "$out" && mkdir -p "$out"
 cp "$src"/*.yaml "$out"/
 chmod u+w "$out"/*.yaml

@@ -9,6 +9,15 @@ if [[ -f $dir/schema-embed.json && -f $dir/terraform-mapping-embed.json && "$(ca
 	exit 0
 fi
 cd "$dir"
-src=$(go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes
+# `go list -m` only reports a module that is already in the module cache: on a
+# fresh machine, download it first.
+module=github.com/pulumi/pulumi-kubernetes/provider/v4
+go mod download "$module"
+moddir=$(go list -m -f '{{.Dir}}' "$module")
+if [[ -z $moddir ]]; then
+	echo "gen-kubernetes-schema: $module is not in the module cache after go mod download" >&2
+	exit 1
+fi
+src=$moddir/cmd/pulumi-resource-kubernetes
 go run ./gen "$src" "$version" .
 echo "$version" >"$marker"

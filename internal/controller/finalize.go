@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
@@ -66,18 +67,9 @@ func (r *StackReconciler) inputsGoneWithNamespace(ctx context.Context, stack *v1
 func (r *StackReconciler) destroy(ctx context.Context, st *reconcileState) error {
 	stack := st.stack
 	applied := stack.Status.LastAppliedArtifact
-	art, ok := r.Artifacts.Get(applied.Digest)
-	if !ok {
-		// The cache lost it (a new data volume): fetch that exact revision again.
-		auth, err := r.gitAuth(ctx, stack)
-		if err != nil {
-			return fmt.Errorf("destroy: the program of revision %s is not cached and the Git credentials are unusable: %w", applied.Revision, err)
-		}
-		fetched, err := r.Source.FetchRevision(ctx, stack, applied.Revision, auth)
-		if err != nil {
-			return fmt.Errorf("destroy: the program of revision %s is neither cached nor fetchable: %w", applied.Revision, err)
-		}
-		art = fetched
+	art, err := r.appliedArtifact(ctx, stack)
+	if err != nil {
+		return fmt.Errorf("destroy: %w", err)
 	}
 	in, err := r.inputsResolver().resolve(ctx, stack)
 	if err != nil {
@@ -91,4 +83,23 @@ func (r *StackReconciler) destroy(ctx context.Context, st *reconcileState) error
 		return err
 	}
 	return nil
+}
+
+// appliedArtifact is the program of the last applied revision: from the cache,
+// or, when the cache lost it (a new data volume), fetched again at exactly that
+// revision.
+func (r *StackReconciler) appliedArtifact(ctx context.Context, stack *v1alpha1.Stack) (artifact.Artifact, error) {
+	applied := stack.Status.LastAppliedArtifact
+	if art, ok := r.Artifacts.Get(applied.Digest); ok {
+		return art, nil
+	}
+	auth, err := r.gitAuth(ctx, stack)
+	if err != nil {
+		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is not cached and the Git credentials are unusable: %w", applied.Revision, err)
+	}
+	fetched, err := r.Source.FetchRevision(ctx, stack, applied.Revision, auth)
+	if err != nil {
+		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is neither cached nor fetchable: %w", applied.Revision, err)
+	}
+	return fetched, nil
 }

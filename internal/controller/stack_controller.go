@@ -114,6 +114,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.resolveSource,
 		r.resolveInputs,
 		r.decide,
+		r.restoreOutputs,
 		r.fetchArtifact,
 		r.runUp,
 		r.publishOutputs,

@@ -46,7 +46,7 @@ func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepRes
 	switch st.decision.Action {
 	case ActionNone:
 		conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", stack.Status.LastAppliedRevision)
-		return stepDone, nil
+		return stepContinue, nil // restoreOutputs, and no further
 	case ActionWait:
 		reason, msg := v1alpha1.OperationFailedReason, "the last operation failed"
 		if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Status != "True" {

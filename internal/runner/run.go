@@ -87,6 +87,19 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err != nil {
 		return stepErr(phaseCommand, err)
 	}
+	if spec.Type == OpOutputs {
+		// Reading must not create a stack, nor needs the config.
+		stack, err := auto.SelectStackLocalSource(ctx, spec.StackName, spec.WorkDir, workspaceOptions(spec, cmd)...)
+		if err != nil {
+			return stepErr(phaseStack, err)
+		}
+		out, err := stack.Outputs(ctx)
+		if err != nil {
+			return err
+		}
+		res.Outputs = outputs(out)
+		return nil
+	}
 	stack, err := auto.UpsertStackLocalSource(ctx, spec.StackName, spec.WorkDir, workspaceOptions(spec, cmd)...)
 	if err != nil {
 		return stepErr(phaseStack, err)
@@ -122,7 +135,7 @@ func validate(spec Spec) error {
 		return &SpecError{Reason: "backend is empty"}
 	}
 	switch spec.Type {
-	case OpPreview, OpUp, OpRefresh, OpDestroy, OpDriftCheck:
+	case OpPreview, OpUp, OpRefresh, OpDestroy, OpDriftCheck, OpOutputs:
 		return nil
 	default:
 		return &SpecError{Reason: fmt.Sprintf("unknown operation type %q", spec.Type)}

@@ -129,12 +129,29 @@ func TestRunUpConfigOutputsAndSecrets(t *testing.T) {
 	g.Expect(preview.Changes).To(Equal(ChangeCounts{Same: 1}))
 	g.Expect(preview.Resources).To(BeEmpty())
 
+	// Outputs read back from the state, secret ones decrypted, with no config
+	// and no engine run: what the controller restores published outputs from.
+	read := e.run(e.spec(OpOutputs))
+	g.Expect(read.Outcome).To(Equal(OutcomeSucceeded), read.Message)
+	g.Expect(read.Outputs).To(Equal(up.Outputs))
+	g.Expect(read.Changes).To(Equal(ChangeCounts{}))
+
 	destroy := e.run(e.spec(OpDestroy, config...))
 	g.Expect(destroy.Outcome).To(Equal(OutcomeSucceeded))
 	g.Expect(destroy.Changes.Delete).To(Equal(1))
 
 	// The shared PULUMI_HOME keeps no trace of the operations' work dirs.
 	g.Expect(filepath.Glob(filepath.Join(e.home, "workspaces", "*"))).To(BeEmpty())
+}
+
+// TestRunOutputsOfMissingStack: reading outputs never creates a stack.
+func TestRunOutputsOfMissingStack(t *testing.T) {
+	g := NewWithT(t)
+	e := newE2E(t, configProgram)
+	res := e.run(e.spec(OpOutputs))
+	g.Expect(res.Outcome).To(Equal(OutcomeFailed))
+	g.Expect(res.Message).To(ContainSubstring("no stack named"))
+	g.Expect(e.run(e.spec(OpOutputs)).Message).To(ContainSubstring("no stack named"), "the failed read created the stack")
 }
 
 func TestRunProgramErrorCarriesPulumiDiagnostic(t *testing.T) {

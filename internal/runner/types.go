@@ -20,6 +20,10 @@ const (
 	OpRefresh    OperationType = "refresh"
 	OpDestroy    OperationType = "destroy"
 	OpDriftCheck OperationType = "drift-check" // a refresh preview: what differs from the real world
+	// OpOutputs reads the stack's outputs, secret ones decrypted, from its
+	// state: no engine run, no lock, no change. The controller uses it to
+	// restore its published outputs without running an up.
+	OpOutputs OperationType = "outputs"
 )
 
 // Spec is one operation, complete: the runner needs nothing else (no Kubernetes API access).
