@@ -152,6 +152,17 @@ type demo struct {
 	cleanups []cleanup
 }
 
+// controllerHandle is how the demo follows the controller, wherever it runs.
+type controllerHandle interface {
+	// Exited is closed when the controller is gone for good; nil when a
+	// Deployment brings it back.
+	Exited() <-chan struct{}
+	// LogLocation says where its log is.
+	LogLocation() string
+	// LogTail is the end of its log.
+	LogTail(lines int) string
+}
+
 type cleanup struct {
 	what string
 	fn   func() error

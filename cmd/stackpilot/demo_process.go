@@ -8,17 +8,6 @@ import (
 	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
-// controllerHandle is how the demo follows the controller, wherever it runs.
-type controllerHandle interface {
-	// Exited is closed when the controller is gone for good; nil when a
-	// Deployment brings it back.
-	Exited() <-chan struct{}
-	// LogLocation says where its log is.
-	LogLocation() string
-	// LogTail is the end of its log.
-	LogTail(lines int) string
-}
-
 // startAsProcess starts a control plane without nodes (etcd, kube-apiserver,
 // kube-controller-manager) and the controller as a process beside it.
 func (d *demo) startAsProcess(ctx context.Context, root string) error {

@@ -66,11 +66,7 @@ func up(ctx context.Context, args []string) error {
 	apiPort := fs.Int("api-port", 6443, "kube-apiserver port on 127.0.0.1 (0: any free port)")
 	registryPort := fs.Int("registry-port", 5000, "registry port on 127.0.0.1 (0: any free port)")
 	_ = fs.Parse(args)
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		return err
-	}
-	bin, err := testenv.BinDir()
+	root, bin, err := testenv.Paths()
 	if err != nil {
 		return err
 	}
@@ -134,11 +130,7 @@ func images(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		return err
-	}
-	bin, err := testenv.BinDir()
+	root, bin, err := testenv.Paths()
 	if err != nil {
 		return err
 	}
@@ -170,11 +162,7 @@ func install(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		return err
-	}
-	bin, err := testenv.BinDir()
+	root, bin, err := testenv.Paths()
 	if err != nil {
 		return err
 	}

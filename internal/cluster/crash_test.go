@@ -81,9 +81,7 @@ func TestCrashThenUpCleans(t *testing.T) {
 	t.Logf("left by the crash: %d processes, %d mounts", len(leftPids), len(mounts))
 	g.Expect(len(leftPids)+len(mounts)).To(BeNumerically(">", 0), "the crash left nothing to clean: the test proves nothing")
 
-	root, err := testenv.ModuleRoot()
-	g.Expect(err).NotTo(HaveOccurred())
-	bin, err := testenv.BinDir()
+	root, bin, err := testenv.Paths()
 	g.Expect(err).NotTo(HaveOccurred())
 	start := time.Now()
 	c, err := cluster.Up(context.Background(), cluster.Options{Dir: dir, Root: root, BinDir: bin})
@@ -105,11 +103,7 @@ func TestCrashThenUpCleans(t *testing.T) {
 // crashChild starts a cluster in dir and a Pod that runs until stopped, says
 // so on stdout, and waits to be killed.
 func crashChild(t *testing.T, dir string) {
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.BinDir()
+	root, bin, err := testenv.Paths()
 	if err != nil {
 		t.Fatal(err)
 	}

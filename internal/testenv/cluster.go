@@ -65,11 +65,7 @@ type Cluster struct {
 func StartCluster(t testing.TB, scheme *runtime.Scheme) *Cluster {
 	t.Helper()
 	RequireCluster(t)
-	root, err := ModuleRoot()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	bin, err := BinDir()
+	root, bin, err := Paths()
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stackpilot/stackpilot/internal/cluster"
 )
 
 // BuildController builds ./cmd/controller of the repository at root into out.
@@ -224,9 +226,5 @@ func TailFile(path string, n int) string {
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return cluster.Tail(string(data), n)
 }

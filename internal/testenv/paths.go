@@ -40,6 +40,17 @@ func BinDir() (string, error) {
 	return filepath.Join(root, "bin"), nil
 }
 
+// Paths is ModuleRoot and BinDir together, for the many callers that need both.
+func Paths() (root, bin string, err error) {
+	if root, err = ModuleRoot(); err != nil {
+		return "", "", err
+	}
+	if bin, err = BinDir(); err != nil {
+		return "", "", err
+	}
+	return root, bin, nil
+}
+
 // RequireBinaries checks that the named tools were built, and says how to build them.
 func RequireBinaries(bin string, names ...string) error {
 	var missing []string
