@@ -1,230 +1,31 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/internal/controllerproc"
 )
 
-// BuildController builds ./cmd/controller of the repository at root into out.
-func BuildController(ctx context.Context, root, out string) error {
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/controller")
-	cmd.Dir = root
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/controller: %v\n%s", err, output)
-	}
-	return nil
-}
-
 // ControllerConfig says how to run stackpilot-controller as a child process.
-type ControllerConfig struct {
-	Binary     string
-	BinDir     string // the pinned tools: pulumi and its plugins
-	Kubeconfig string
-	DataDir    string
-	LogPath    string    // default: <DataDir>/controller-<time>.log
-	Verbose    io.Writer // also gets the log when not nil
-	Args       []string  // extra flags, e.g. --watch-namespace
-}
+type ControllerConfig = controllerproc.Config
 
 // ControllerProcess is stackpilot-controller running as a child process, as
 // users run it: its own process and data dir, reaching the API server through a
 // kubeconfig, so that tests can kill it like a crash would.
-type ControllerProcess struct {
-	cmd         *exec.Cmd
-	done        chan struct{}
-	MetricsAddr string
-	ProbeAddr   string
-	LogPath     string
+type ControllerProcess = controllerproc.Process
+
+// BuildController builds ./cmd/controller of the repository at root into out.
+func BuildController(ctx context.Context, root, out string) error {
+	return controllerproc.Build(ctx, root, out)
 }
 
 // StartController starts the controller and waits until it answers /readyz.
 func StartController(ctx context.Context, c ControllerConfig) (*ControllerProcess, error) {
-	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
-		return nil, err
-	}
-	metrics, err := FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	probes, err := FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	if c.LogPath == "" {
-		c.LogPath = filepath.Join(c.DataDir, fmt.Sprintf("controller-%d.log", time.Now().UnixNano()))
-	}
-	logFile, err := os.Create(c.LogPath)
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{
-		"--data-dir=" + c.DataDir,
-		"--metrics-bind-address=" + metrics,
-		"--health-probe-bind-address=" + probes,
-		"--pulumi=" + filepath.Join(c.BinDir, "pulumi"),
-	}, c.Args...)
-	cmd := exec.Command(c.Binary, args...)
-	cmd.Dir = c.DataDir
-	// KUBECONFIG reaches the runner and, through it, the Kubernetes provider;
-	// PulumiEnv puts bin/ first on PATH and keeps Pulumi off the network.
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
-	for k, v := range PulumiEnv(c.BinDir) {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var out io.Writer = logFile
-	if c.Verbose != nil {
-		out = io.MultiWriter(logFile, c.Verbose)
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group, so that Ctrl-C in a terminal reaches the parent
-	// first; and it dies with the parent if the parent is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start the controller: %w", err)
-	}
-	p := &ControllerProcess{cmd: cmd, done: make(chan struct{}), MetricsAddr: metrics, ProbeAddr: probes, LogPath: c.LogPath}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	if err := p.waitReady(ctx, 2*time.Minute); err != nil {
-		_ = p.Stop()
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *ControllerProcess) waitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.After(timeout)
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if resp, err := hc.Get("http://" + p.ProbeAddr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("the controller exited at start (%s); its log, %s:\n%s", p.cmd.ProcessState, p.LogPath, TailFile(p.LogPath, 30))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("the controller did not answer http://%s/readyz within %s; its log, %s:\n%s", p.ProbeAddr, timeout, p.LogPath, TailFile(p.LogPath, 30))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// Pid is the controller's process ID.
-func (p *ControllerProcess) Pid() int { return p.cmd.Process.Pid }
-
-// Exited is closed when the process has ended.
-func (p *ControllerProcess) Exited() <-chan struct{} { return p.done }
-
-// Kill ends the controller at once, as a crash or an OOM kill would (its runner
-// notices and kills its own Pulumi processes).
-func (p *ControllerProcess) Kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// Stop asks the controller to shut down and kills its process group if it takes
-// longer than 45s.
-func (p *ControllerProcess) Stop() error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(45 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-		return fmt.Errorf("the controller did not stop within 45s after SIGTERM; killed")
-	}
-}
-
-// Logs returns everything the controller wrote so far.
-func (p *ControllerProcess) Logs() (string, error) {
-	data, err := os.ReadFile(p.LogPath)
-	return string(data), err
-}
-
-// Metric sums the samples of a metric whose label set contains every one of
-// labels (`type="up"`), from the controller's metrics endpoint.
-func (p *ControllerProcess) Metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get("http://" + p.MetricsAddr + "/metrics")
-	if err != nil {
-		return 0, fmt.Errorf("scrape metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	var total float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		if !containsAll(line, labels) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
-		}
-		total += v
-	}
-	return total, sc.Err()
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
+	return controllerproc.Start(ctx, c)
 }
 
 // FreeAddr returns a 127.0.0.1 address with a port that was free just now.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+func FreeAddr() (string, error) { return controllerproc.FreeAddr() }
 
 // TailFile returns the last n lines of a file, for error messages.
-func TailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	return cluster.Tail(string(data), n)
-}
+func TailFile(path string, n int) string { return controllerproc.TailFile(path, n) }

@@ -7,35 +7,29 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/fluxcd/pkg/gittestserver"
-	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/stackpilot/stackpilot/internal/gitserver"
 )
 
-// GitServer is a real Git server for tests: Flux's gittestserver (the real
-// git-upload-pack behind smart HTTP, and optionally SSH), bound to
-// 127.0.0.1, with helpers to create commits and tags and to count requests.
+// GitServer is a real Git server for tests: internal/gitserver (smart
+// HTTP on 127.0.0.1) with authentication, fault injection and request
+// counting in front, and optionally SSH (Flux's gittestserver, which runs
+// the real git-upload-pack) over the same repositories.
 //
 // Commit, Tag and Delete write to the repositories on disk directly rather
 // than pushing over the network, so Requests (and RefListings and
 // PackFetches) count only what the code under test did.
 type GitServer struct {
-	srv  *gittestserver.GitServer
-	root string
-	cfg  gitServerConfig
+	srv *gitserver.Server
+	ssh *gittestserver.GitServer
+	cfg gitServerConfig
 
 	requests   atomic.Int64
 	failStatus atomic.Int32
@@ -50,8 +44,6 @@ type GitServer struct {
 	sshKey      ed25519.PrivateKey
 	sshIdentity []byte
 	knownHosts  []byte
-
-	mu sync.Mutex // serialises writes to repositories
 }
 
 type gitServerConfig struct {
@@ -85,31 +77,27 @@ func WithSSH() GitServerOption {
 // NewGitServer starts a Git server that lives as long as the test.
 func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	t.Helper()
-	s := &GitServer{root: filepath.Join(t.TempDir(), "repos")}
+	s := &GitServer{}
 	for _, o := range opts {
 		o(&s.cfg)
 	}
-	if err := os.MkdirAll(s.root, 0o755); err != nil {
+	srv, err := gitserver.New(filepath.Join(t.TempDir(), "repos"))
+	if err != nil {
 		t.Fatalf("git server: %v", err)
 	}
-	// Authentication is done by our middleware rather than by
-	// gittestserver.Auth: that switches SSH to a package-global key
-	// lookup, and has no bearer tokens.
-	s.srv = gittestserver.NewGitServer(s.root)
-	s.srv.AddHTTPMiddlewares(s.middleware)
-	// httptest listens on 127.0.0.1:0 (never on all interfaces).
-	if err := s.srv.StartHTTP(); err != nil {
+	s.srv = srv
+	if err := srv.Start(s.middleware(srv)); err != nil {
 		t.Fatalf("git server: start HTTP: %v", err)
 	}
-	t.Cleanup(s.srv.StopHTTP)
+	t.Cleanup(func() { _ = srv.Close() })
 	if s.cfg.ssh {
 		s.startSSH(t)
 	}
 	return s
 }
 
-// middleware counts every request (and ref listings and pack fetches), then applies fault injection and
-// authentication, before gitkit serves it.
+// middleware counts every request (and ref listings and pack fetches), then
+// applies fault injection and authentication, before the Git server serves it.
 func (s *GitServer) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
@@ -145,7 +133,7 @@ func (s *GitServer) authorized(r *http.Request) bool {
 
 // URL returns the HTTP address of repo: http://127.0.0.1:<port>/<repo>.git.
 func (s *GitServer) URL(repo string) string {
-	return s.srv.HTTPAddress() + "/" + repo + ".git"
+	return s.srv.RepoURL(repo)
 }
 
 // SSHURL returns the SSH address of repo: ssh://git@127.0.0.1:<port>/<repo>.git.
@@ -154,7 +142,7 @@ func (s *GitServer) SSHURL(repo string) string {
 	if !s.cfg.ssh {
 		return ""
 	}
-	return s.srv.SSHAddress() + "/" + repo + ".git"
+	return s.ssh.SSHAddress() + "/" + repo + ".git"
 }
 
 // Requests returns the number of HTTP requests served so far, including
@@ -188,39 +176,6 @@ func (s *GitServer) SecretData() map[string][]byte {
 	return nil
 }
 
-// repoPath returns where repo lives on disk, refusing names that would
-// leave the server root.
-func (s *GitServer) repoPath(t TB, repo string) string {
-	t.Helper()
-	clean := path.Clean(repo)
-	if repo == "" || clean != repo || strings.HasPrefix(clean, "/") || clean == ".." || strings.HasPrefix(clean, "../") {
-		t.Fatalf("git server: bad repository name %q", repo)
-	}
-	return filepath.Join(s.root, filepath.FromSlash(repo)+".git")
-}
-
-// open opens repo's bare repository, creating it with HEAD pointing at
-// branch when it does not exist yet.
-func (s *GitServer) open(t TB, repo, branch string) *gogit.Repository {
-	t.Helper()
-	dir := s.repoPath(t, repo)
-	r, err := gogit.PlainOpen(dir)
-	if err == nil {
-		return r
-	}
-	if branch == "" {
-		t.Fatalf("git server: repository %q does not exist", repo)
-	}
-	r, err = gogit.PlainInitWithOptions(dir, &gogit.PlainInitOptions{
-		Bare:        true,
-		InitOptions: gogit.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(branch)},
-	})
-	if err != nil {
-		t.Fatalf("git server: create %q: %v", repo, err)
-	}
-	return r
-}
-
 // Commit adds a commit to branch of repo whose tree is exactly files (path
 // -> content, "/"-separated paths, mode 0644) and returns its hash. The
 // repository is created on first use, with HEAD pointing at branch; a new
@@ -228,59 +183,18 @@ func (s *GitServer) open(t TB, repo, branch string) *gogit.Repository {
 // each commit states the whole tree, so absent files are removed.
 func (s *GitServer) Commit(t TB, repo, branch string, files map[string]string, message string) string {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	r := s.open(t, repo, branch)
-	st := r.Storer
-	tree, err := writeGitTree(st, files)
+	hash, err := s.srv.Commit(repo, branch, files, message)
 	if err != nil {
-		t.Fatalf("git server: write tree: %v", err)
+		t.Fatalf("git server: %v", err)
 	}
-	refName := plumbing.NewBranchReferenceName(branch)
-	var parents []plumbing.Hash
-	if ref, err := st.Reference(refName); err == nil {
-		parents = append(parents, ref.Hash())
-	}
-	sig := object.Signature{Name: "Stackpilot Test", Email: "test@stackpilot.dev", When: time.Now()}
-	commit := &object.Commit{
-		Author:       sig,
-		Committer:    sig,
-		Message:      message,
-		TreeHash:     tree,
-		ParentHashes: parents,
-	}
-	hash, err := storeObject(st, commit)
-	if err != nil {
-		t.Fatalf("git server: write commit: %v", err)
-	}
-	if err := st.SetReference(plumbing.NewHashReference(refName, hash)); err != nil {
-		t.Fatalf("git server: update %s: %v", refName, err)
-	}
-	return hash.String()
+	return hash
 }
 
 // Tag creates (or moves) the annotated tag in repo pointing at commit.
 // Annotated tags are what releases use, and they exercise peeling.
 func (s *GitServer) Tag(t TB, repo, tag, commit string) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	st := s.open(t, repo, "").Storer
-	sig := object.Signature{Name: "Stackpilot Test", Email: "test@stackpilot.dev", When: time.Now()}
-	obj := &object.Tag{
-		Name:       tag,
-		Tagger:     sig,
-		Message:    "release " + tag + "\n",
-		TargetType: plumbing.CommitObject,
-		Target:     plumbing.NewHash(commit),
-	}
-	hash, err := storeObject(st, obj)
-	if err != nil {
-		t.Fatalf("git server: write tag: %v", err)
-	}
-	if err := st.SetReference(plumbing.NewHashReference(plumbing.NewTagReferenceName(tag), hash)); err != nil {
+	if err := s.srv.Tag(repo, tag, commit); err != nil {
 		t.Fatalf("git server: tag %s: %v", tag, err)
 	}
 }
@@ -288,11 +202,7 @@ func (s *GitServer) Tag(t TB, repo, tag, commit string) {
 // LightweightTag creates (or moves) a tag that points at commit directly.
 func (s *GitServer) LightweightTag(t TB, repo, tag, commit string) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	st := s.open(t, repo, "").Storer
-	if err := st.SetReference(plumbing.NewHashReference(plumbing.NewTagReferenceName(tag), plumbing.NewHash(commit))); err != nil {
+	if err := s.srv.LightweightTag(repo, tag, commit); err != nil {
 		t.Fatalf("git server: tag %s: %v", tag, err)
 	}
 }
@@ -300,12 +210,7 @@ func (s *GitServer) LightweightTag(t TB, repo, tag, commit string) {
 // SetHEAD points repo's HEAD (its default branch) at branch.
 func (s *GitServer) SetHEAD(t TB, repo, branch string) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	st := s.open(t, repo, "").Storer
-	head := plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName(branch))
-	if err := st.SetReference(head); err != nil {
+	if err := s.srv.SetHEAD(repo, branch); err != nil {
 		t.Fatalf("git server: set HEAD: %v", err)
 	}
 }
@@ -314,11 +219,7 @@ func (s *GitServer) SetHEAD(t TB, repo, branch string) {
 // unless another reference leads to them.
 func (s *GitServer) DeleteBranch(t TB, repo, branch string) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	st := s.open(t, repo, "").Storer
-	if err := st.RemoveReference(plumbing.NewBranchReferenceName(branch)); err != nil {
+	if err := s.srv.DeleteBranch(repo, branch); err != nil {
 		t.Fatalf("git server: delete branch %s: %v", branch, err)
 	}
 }
@@ -326,83 +227,9 @@ func (s *GitServer) DeleteBranch(t TB, repo, branch string) {
 // Delete removes repo from the server; requests for it then get 404.
 func (s *GitServer) Delete(t TB, repo string) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := os.RemoveAll(s.repoPath(t, repo)); err != nil {
+	if err := s.srv.Delete(repo); err != nil {
 		t.Fatalf("git server: delete %q: %v", repo, err)
 	}
-}
-
-// writeGitTree stores blobs and trees for files and returns the root tree.
-func writeGitTree(st storer.EncodedObjectStorer, files map[string]string) (plumbing.Hash, error) {
-	blobs := map[string]string{}
-	subdirs := map[string]map[string]string{}
-	for p, content := range files {
-		dir, rest, nested := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-		if dir == "" || dir == "." || dir == ".." {
-			return plumbing.ZeroHash, fmt.Errorf("bad path %q", p)
-		}
-		if !nested {
-			blobs[dir] = content
-			continue
-		}
-		if subdirs[dir] == nil {
-			subdirs[dir] = map[string]string{}
-		}
-		subdirs[dir][rest] = content
-	}
-	var entries []object.TreeEntry
-	for name, content := range blobs {
-		obj := st.NewEncodedObject()
-		obj.SetType(plumbing.BlobObject)
-		w, err := obj.Writer()
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if _, err := w.Write([]byte(content)); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if err := w.Close(); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		h, err := st.SetEncodedObject(obj)
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: h})
-	}
-	for name, sub := range subdirs {
-		if _, clash := blobs[name]; clash {
-			return plumbing.ZeroHash, fmt.Errorf("%q is both a file and a directory", name)
-		}
-		h, err := writeGitTree(st, sub)
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
-	}
-	// Git orders tree entries by name, comparing a directory as if its
-	// name ended in "/"; other orders make trees git fsck rejects.
-	key := func(e object.TreeEntry) string {
-		if e.Mode == filemode.Dir {
-			return e.Name + "/"
-		}
-		return e.Name
-	}
-	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
-	return storeObject(st, &object.Tree{Entries: entries})
-}
-
-type encodable interface {
-	Encode(plumbing.EncodedObject) error
-}
-
-func storeObject(st storer.EncodedObjectStorer, o encodable) (plumbing.Hash, error) {
-	obj := st.NewEncodedObject()
-	if err := o.Encode(obj); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return st.SetEncodedObject(obj)
 }
 
 // startSSH serves the repositories over SSH with a fresh host key and a
@@ -426,7 +253,7 @@ func (s *GitServer) startSSH(t TB) {
 
 	// gitkit loads its host key from <KeyDir>/gitkit.rsa (any type
 	// ssh.ParsePrivateKey reads), generating an RSA key if absent.
-	keyDir := filepath.Join(filepath.Dir(s.root), "ssh")
+	keyDir := filepath.Join(filepath.Dir(s.srv.Root()), "ssh")
 	if err := os.MkdirAll(keyDir, 0o700); err != nil {
 		t.Fatalf("git server: %v", err)
 	}
@@ -446,18 +273,19 @@ func (s *GitServer) startSSH(t TB) {
 			return nil, fmt.Errorf("public key required")
 		},
 	}
-	s.srv.WithSSHConfig(cfg).KeyDir(keyDir)
-	if err := s.srv.ListenSSH(); err != nil {
+	s.ssh = gittestserver.NewGitServer(s.srv.Root())
+	s.ssh.WithSSHConfig(cfg).KeyDir(keyDir)
+	if err := s.ssh.ListenSSH(); err != nil {
 		t.Fatalf("git server: listen SSH: %v", err)
 	}
-	go func() { _ = s.srv.StartSSH() }()
-	t.Cleanup(func() { _ = s.srv.StopSSH() })
+	go func() { _ = s.ssh.StartSSH() }()
+	t.Cleanup(func() { _ = s.ssh.StopSSH() })
 
 	hostPub, err := ssh.NewPublicKey(hostKey.Public())
 	if err != nil {
 		t.Fatalf("git server: %v", err)
 	}
-	addr := strings.TrimPrefix(s.srv.SSHAddress(), "ssh://git@")
+	addr := strings.TrimPrefix(s.ssh.SSHAddress(), "ssh://git@")
 	s.knownHosts = []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hostPub) + "\n")
 }
 
