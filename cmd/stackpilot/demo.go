@@ -21,7 +21,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
 // The sample: a Pulumi YAML program that the demo commits to its Git server,
@@ -47,7 +48,7 @@ const (
 
 // demoTools are the pinned binaries the demo runs, all built by `make tools`
 // (cluster mode also needs kube-scheduler and kubelet; see
-// testenv.ClusterRequirements).
+// clusterRequirements).
 var demoTools = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kubectl",
 	"pulumi", "pulumi-language-yaml", "pulumi-resource-kubernetes",
@@ -98,7 +99,11 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kube-controller-manager, kube-scheduler, kubelet from bin/, containerd), installed from")
 		fmt.Fprintln(stderr, "config/ as a Pod, or as a process beside a control plane without nodes; serves a sample")
 		fmt.Fprintln(stderr, "Pulumi program from a local Git server, applies a Stack for it and shows what the")
-		fmt.Fprintln(stderr, "controller did. Run it from the repository after `make tools` (`make demo` does both).")
+		fmt.Fprintln(stderr, "controller did.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Unlike the other commands, demo needs a clone of the Stackpilot repository: it builds")
+		fmt.Fprintln(stderr, "the controller and installs config/ from it, with the tools of `make tools` in bin/")
+		fmt.Fprintln(stderr, "(or $STACKPILOT_BIN). Run it there after `make tools`; `make demo` does both.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -194,14 +199,14 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		}
 	}()
 
-	root, err := testenv.ModuleRoot()
+	root, err := toolchain.ModuleRoot()
 	if err != nil {
-		return fmt.Errorf("%w (run the demo from the Stackpilot repository: `make demo`)", err)
+		return fmt.Errorf("the demo builds the controller and installs it from the source: %w; run it from a clone of the Stackpilot repository (`make demo` builds the tools and runs it)", err)
 	}
-	if d.bin, err = testenv.BinDir(); err != nil {
+	if d.bin, err = toolchain.BinDir(); err != nil {
 		return err
 	}
-	if err := testenv.RequireBinaries(d.bin, demoTools...); err != nil {
+	if err := toolchain.Require(d.bin, demoTools...); err != nil {
 		return err
 	}
 	if d.mode, err = d.pickMode(); err != nil {
@@ -217,7 +222,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		return err
 	}
 	d.defer_("stop the Git server", func() error { d.git.Stop(); return nil })
-	commit, err := d.git.Commit(demoRepo, demoBranch, map[string][]byte{demoProgramDir + "/Pulumi.yaml": demoProgram}, "Add the cluster-metadata program")
+	commit, err := d.git.Commit(demoRepo, demoBranch, map[string]string{demoProgramDir + "/Pulumi.yaml": string(demoProgram)}, "Add the cluster-metadata program")
 	if err != nil {
 		return err
 	}
@@ -270,7 +275,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 // pickMode resolves --mode: cluster when asked for or when auto and the
 // machine allows it; process otherwise, saying why.
 func (d *demo) pickMode() (string, error) {
-	why := testenv.ClusterRequirements()
+	why := clusterRequirements(d.bin)
 	switch d.opts.mode {
 	case modeProcess:
 		return modeProcess, nil
@@ -285,6 +290,16 @@ func (d *demo) pickMode() (string, error) {
 		return modeProcess, nil
 	}
 	return modeCluster, nil
+}
+
+// clusterRequirements says why this machine cannot run the one-node cluster
+// (nil: it can): not root, containerd/runc/CNI plugins missing, or tools
+// missing from bin.
+func clusterRequirements(bin string) error {
+	if err := cluster.Requirements(); err != nil {
+		return err
+	}
+	return toolchain.Require(bin, toolchain.ClusterTools...)
 }
 
 // defer_ records an undo step; cleanUp runs them newest first.

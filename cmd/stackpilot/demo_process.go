@@ -5,7 +5,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/internal/controllerproc"
+	"github.com/stackpilot/stackpilot/internal/controlplane"
 )
 
 // startAsProcess starts a control plane without nodes (etcd, kube-apiserver,
@@ -19,18 +22,26 @@ func (d *demo) startAsProcess(ctx context.Context, root string) error {
 	d.logf("Building the controller (./cmd/controller) into %s, in the background", ctrlBin)
 	built := make(chan error, 1)
 	buildStart := time.Now()
-	go func() { built <- testenv.BuildController(ctx, root, ctrlBin) }()
+	go func() { built <- controllerproc.Build(ctx, root, ctrlBin) }()
 
 	d.logf("Starting the control plane: etcd, kube-apiserver, kube-controller-manager (garbage collector) from %s", d.bin)
 	t0 := time.Now()
-	env, err := testenv.Start(testenv.Options{Scheme: demoScheme()})
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		BinDir:  d.bin,
+		Dir:     filepath.Join(d.tmp, "controlplane"),
+		CRDDirs: []string{filepath.Join(root, "config", "crd", "bases")},
+	})
 	if err != nil {
 		<-built
 		return err
 	}
-	d.defer_("stop the control plane", env.Stop)
-	d.client, d.kubeconfig = env.Client, env.Kubeconfig
-	d.logf("  control plane ready in %s: %s", since(t0), env.Config.Host)
+	d.defer_("stop the control plane", cp.Stop)
+	if d.client, err = client.New(cp.Config, client.Options{Scheme: demoScheme()}); err != nil {
+		<-built
+		return err
+	}
+	d.kubeconfig = cp.Kubeconfig
+	d.logf("  control plane ready in %s: %s (logs in %s)", since(t0), cp.Host, cp.Dir)
 	if err := <-built; err != nil {
 		return err
 	}
@@ -41,10 +52,10 @@ func (d *demo) startAsProcess(ctx context.Context, root string) error {
 
 	d.logf("Starting the controller")
 	t0 = time.Now()
-	ctrl, err := testenv.StartController(ctx, testenv.ControllerConfig{
+	ctrl, err := controllerproc.Start(ctx, controllerproc.Config{
 		Binary:     ctrlBin,
 		BinDir:     d.bin,
-		Kubeconfig: env.Kubeconfig,
+		Kubeconfig: cp.Kubeconfig,
 		DataDir:    filepath.Join(d.tmp, "data"),
 		LogPath:    filepath.Join(d.tmp, "controller.log"),
 		Verbose:    d.verboseWriter(),
@@ -59,10 +70,10 @@ func (d *demo) startAsProcess(ctx context.Context, root string) error {
 }
 
 // processController is the controller as a process of the demo's.
-type processController struct{ *testenv.ControllerProcess }
+type processController struct{ *controllerproc.Process }
 
 func (p processController) LogLocation() string { return p.LogPath }
 
 func (p processController) LogTail(lines int) string {
-	return testenv.TailFile(p.LogPath, lines)
+	return controllerproc.TailFile(p.LogPath, lines)
 }

@@ -2,6 +2,9 @@
 // subcommand:
 //
 //	stackpilot demo [--mode auto|cluster|process] [--once]   run Stackpilot with a sample Stack
+//
+// It links no test scaffolding (deps_test.go checks) and runs anywhere; only
+// demo needs a source checkout, which it says when it is not in one.
 package main
 
 import (
@@ -20,7 +23,7 @@ var verbs = map[string]struct {
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) int
 }{
-	"demo": {"run Stackpilot with a sample Stack: as a Pod in a one-node cluster on this machine, or as a process", demoMain},
+	"demo": {"run Stackpilot with a sample Stack: as a Pod in a one-node cluster on this machine, or as a process (run it in a clone of the repository)", demoMain},
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

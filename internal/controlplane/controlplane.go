@@ -62,7 +62,7 @@ type ControlPlane struct {
 	// Dir holds everything the control plane wrote; logs are <Dir>/<component>.log.
 	Dir string
 
-	removeDir bool
+	removeDir            bool
 	etcd, apiserver, kcm *proc
 }
 

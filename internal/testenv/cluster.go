@@ -12,15 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
 // RequireClusterEnv, set to 1, turns a skipped cluster test into a failed one:
 // `make test` sets it when it runs as root, so that CI cannot pass by skipping
 // the install test on a machine that should run it.
 const RequireClusterEnv = "STACKPILOT_REQUIRE_CLUSTER"
-
-// clusterTools are the pinned binaries a cluster runs, all from `make tools`.
-var clusterTools = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
 
 // ClusterRequirements says why this machine cannot run the one-node cluster of
 // internal/cluster (nil: it can): not root, containerd/runc/CNI plugins
@@ -33,7 +31,7 @@ func ClusterRequirements() error {
 	if err != nil {
 		return err
 	}
-	return RequireBinaries(bin, clusterTools...)
+	return RequireBinaries(bin, toolchain.ClusterTools...)
 }
 
 // RequireCluster skips t when this machine cannot run the one-node cluster,

@@ -18,6 +18,10 @@ import (
 // <checkout>/bin.
 const BinEnv = "STACKPILOT_BIN"
 
+// ClusterTools are the pinned binaries the one-node cluster of
+// internal/cluster runs.
+var ClusterTools = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+
 // modulePath is what the checkout's go.mod declares.
 const modulePath = "github.com/stackpilot/stackpilot"
 
