@@ -18,7 +18,9 @@ import (
 type Limits struct {
 	// MaxBytes is the total size of regular files, after decompression.
 	MaxBytes int64
-	// MaxFiles is the number of entries of any kind.
+	// MaxFiles is the number of entries of any kind, counting the parent
+	// directories an entry implies but the archive does not list (one entry
+	// "a/b/.../z" must not make thousands of directories).
 	MaxFiles int
 }
 
@@ -157,6 +159,10 @@ func (x *extractor) mkParents(name string) error {
 		fi, err := os.Lstat(cur)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			x.files++
+			if x.files > x.limits.MaxFiles {
+				return &LimitError{Limit: "file count", Max: int64(x.limits.MaxFiles)}
+			}
 			if err := os.Mkdir(cur, 0o755); err != nil {
 				return err
 			}
@@ -199,7 +205,9 @@ func clearPath(name, target string) error {
 }
 
 func (x *extractor) file(name, target string, h *tar.Header, r io.Reader) error {
-	if h.Size < 0 || x.bytes+h.Size > x.limits.MaxBytes {
+	// Compared as a remainder: a header may announce nearly MaxInt64 bytes,
+	// and x.bytes+h.Size would overflow past the check.
+	if h.Size < 0 || h.Size > x.limits.MaxBytes-x.bytes {
 		return &LimitError{Limit: "size", Max: x.limits.MaxBytes}
 	}
 	if err := clearPath(name, target); err != nil {

@@ -204,6 +204,12 @@ func TestUntarRefusesMaliciousArchives(t *testing.T) {
 			want:    "file count limit of 2",
 			limit:   true,
 		},
+		"too many implicit parent directories": {
+			entries: []tarEntry{{Name: strings.Repeat("d/", 10) + "f", Body: "x"}},
+			limits:  Limits{MaxFiles: 5},
+			want:    "file count limit of 5",
+			limit:   true,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -244,4 +250,12 @@ func TestUntarLimitHoldsForLyingHeaders(t *testing.T) {
 
 	truncated := buf.Bytes()[:512+5]
 	g.Expect(Untar(bytes.NewReader(truncated), t.TempDir(), Limits{})).To(HaveOccurred())
+
+	// A size near MaxInt64 after a first file: the running total must not
+	// overflow past the check and let the data through.
+	dst := t.TempDir()
+	err = Untar(bytes.NewReader(lyingSize(t)), dst, fuzzLimits)
+	g.Expect(errors.As(err, &le)).To(BeTrue(), "got %v", err)
+	_, statErr := os.Stat(filepath.Join(dst, "huge"))
+	g.Expect(statErr).To(MatchError(os.ErrNotExist), "nothing of the huge file is written")
 }
