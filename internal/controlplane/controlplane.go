@@ -178,9 +178,10 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, bin, etcdURL string, 
 			CertData: p.AdminCert,
 			KeyData:  p.AdminKey,
 		},
-		// Tests create and poll a lot; client-go's default of 5 QPS throttles them.
-		QPS:   100,
-		Burst: 200,
+		// Tests create and poll a lot; client-go's default of 5 QPS
+		// throttles them. envtest's values.
+		QPS:   1000,
+		Burst: 2000,
 	}
 	hc, err := adminHTTPClient(p)
 	if err != nil {
