@@ -129,11 +129,29 @@ func TestGitCLICloneAndPush(t *testing.T) {
 	if got, _ := f.Contents(); got != "name: prog\n# changed\n" {
 		t.Errorf("pushed content %q", got)
 	}
-	// And Commit builds on what was pushed.
+	// And Commit builds on what was pushed, and a pull (a fetch with haves)
+	// brings it back.
 	c3 := commit(t, s, "platform", "main", map[string]string{"x": "x"})
 	c3obj, _ := r.CommitObject(plumbing.NewHash(c3))
 	if c3obj == nil || len(c3obj.ParentHashes) != 1 || c3obj.ParentHashes[0] != ref.Hash() {
 		t.Errorf("Commit after a push: parents %v, want [%s]", parents(c3obj), c2)
+	}
+	git("pull", "-q", "--ff-only")
+	if got := git("rev-parse", "HEAD"); got != c3 {
+		t.Errorf("HEAD after git pull: %s, want %s", got, c3)
+	}
+	// Many local commits: git negotiates in rounds before it says "done".
+	for i := range 40 {
+		if err := os.WriteFile(filepath.Join(dir, "n"), []byte{byte(i)}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git("add", "n")
+		git("commit", "-qm", "local")
+	}
+	c4 := commit(t, s, "platform", "other", map[string]string{"o": "o"})
+	git("fetch", "-q", "origin", "other")
+	if got := git("rev-parse", "FETCH_HEAD"); got != c4 {
+		t.Errorf("FETCH_HEAD %s, want %s", got, c4)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -122,14 +123,31 @@ func servePack(ctx context.Context, w io.Writer, st storage.Storer, body io.Read
 	if err := req.Validate(); err != nil {
 		return &badRequestError{err}
 	}
-	var haves []plumbing.Hash
-	for _, h := range req.Haves {
+	// go-git's decoder stops at the flush after the wants: the haves and
+	// "done" follow.
+	haves, done, err := readHaves(body)
+	if err != nil {
+		return &badRequestError{err}
+	}
+	if !done {
+		// A stateless client negotiating in rounds: no common commit is
+		// ever acknowledged, so it sends "done" in a later request.
+		return pktline.NewEncoder(w).EncodeString("NAK\n")
+	}
+	known := haves[:0]
+	for _, h := range haves {
 		if st.HasEncodedObject(h) == nil {
-			haves = append(haves, h)
+			known = append(known, h)
 		}
 	}
+	haves = known
+	// A complete clone that has a commit has its whole history, so all of
+	// that is left out of the pack; a shallow one may not, so it gets
+	// everything it asks for.
+	if len(req.Shallows) > 0 {
+		haves = nil
+	}
 	var objs, shallows []plumbing.Hash
-	var err error
 	if depth, ok := req.Depth.(packp.DepthCommits); ok && depth > 0 {
 		objs, shallows, err = shallowObjects(st, req.Wants, int(depth), haves)
 	} else {
@@ -155,4 +173,28 @@ func fullObjects(st storer.EncodedObjectStorer, wants, haves []plumbing.Hash) ([
 		return nil, err
 	}
 	return revlist.Objects(st, wants, ignore)
+}
+
+// readHaves reads the negotiation lines after the wants: "have <id>" lines,
+// flushes, and "done" at the end of the last round.
+func readHaves(r io.Reader) (haves []plumbing.Hash, done bool, err error) {
+	sc := pktline.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSuffix(string(sc.Bytes()), "\n")
+		switch {
+		case line == "":
+			continue // flush
+		case line == "done":
+			return haves, true, nil
+		case strings.HasPrefix(line, "have "):
+			h := strings.TrimPrefix(line, "have ")
+			if !plumbing.IsHash(h) {
+				return nil, false, fmt.Errorf("bad have line %q", line)
+			}
+			haves = append(haves, plumbing.NewHash(h))
+		default:
+			return nil, false, fmt.Errorf("unexpected line %q after the wants", line)
+		}
+	}
+	return haves, false, sc.Err()
 }
