@@ -3,8 +3,8 @@
 // kube-controller-manager from the pinned binaries in bin/), a real Git
 // server (internal/gitserver), the controller as its own process
 // (internal/controllerproc) and the one-node cluster (internal/cluster), each
-// wrapped for a testing.TB. Programs must not link it: the packages it wraps
-// are what they use.
+// wrapped for a testing.TB. The stackpilot CLI must not link it (it pulls in
+// package testing and Flux's gittestserver): it uses the wrapped packages.
 package testenv
 
 import (
