@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/stackpilot/stackpilot/internal/cluster"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
 const defaultDir = "/var/lib/stackpilot/cluster"
@@ -66,7 +66,7 @@ func up(ctx context.Context, args []string) error {
 	apiPort := fs.Int("api-port", 6443, "kube-apiserver port on 127.0.0.1 (0: any free port)")
 	registryPort := fs.Int("registry-port", 5000, "registry port on 127.0.0.1 (0: any free port)")
 	_ = fs.Parse(args)
-	root, bin, err := testenv.Paths()
+	root, bin, err := toolchain.Paths()
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func images(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	root, bin, err := testenv.Paths()
+	root, bin, err := toolchain.Paths()
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func install(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	root, bin, err := testenv.Paths()
+	root, bin, err := toolchain.Paths()
 	if err != nil {
 		return err
 	}
