@@ -495,7 +495,11 @@ func processesIn(dir string) []string {
 	return found
 }
 
-func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
+// TestRealRunnerStoppedMidUp: a runner asked to stop mid-up cancels Pulumi,
+// which releases its lock and leaves no process; one that does not stop within
+// CancelGrace is killed with its tree and leaves the lock, which the next
+// operation's ClearStaleLock recovers.
+func TestRealRunnerStoppedMidUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the Pulumi CLI against an API server")
 	}
@@ -528,32 +532,46 @@ func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
 					// take over the object it left, owned by the killed provider.
 					"pulumi.com/patchForce": "true"}}}}
 	}
-
-	// The provider waits for a rollout that never comes (no kubelet): kill the
-	// runner once Pulumi holds the lock and the Deployment exists.
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error)
-	go func() {
-		res, err := l.Run(ctx, spec("stuck-up", runner.OpUp, "false"))
-		if err == nil {
-			t.Errorf("the stuck up ended: %+v", res)
-		}
-		errc <- err
-	}()
 	lockGlob := filepath.Join(state, ".pulumi", "locks", "organization", "stuck", "dev", "*.json")
-	g.Eventually(func() []string { m, _ := filepath.Glob(lockGlob); return m }, 2*time.Minute, 100*time.Millisecond).
-		ShouldNot(BeEmpty())
-	g.Eventually(func() error {
-		var d appsv1.Deployment
-		return kube.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, &d)
-	}, 2*time.Minute, 100*time.Millisecond).Should(Succeed())
-	opDir := filepath.Join(l.WorkRoot, "stuck-up")
-	g.Expect(processesIn(opDir)).NotTo(BeEmpty(), "pulumi and its plugins run in the work dir")
-	cancel()
-	g.Expect(<-errc).To(MatchError(context.Canceled))
-	g.Eventually(func() []string { return processesIn(opDir) }, 5*time.Second, 50*time.Millisecond).Should(BeEmpty(),
-		"the pulumi CLI, the language host and the provider are all gone")
-	g.Expect(filepath.Glob(lockGlob)).To(HaveLen(1), "killed like a crash: the lock stays")
+	locks := func() []string { m, _ := filepath.Glob(lockGlob); return m }
+	type out struct {
+		res runner.Result
+		err error
+	}
+	// stuckUp starts an up whose provider waits for a rollout that never comes
+	// (no kubelet), and stops it once Pulumi holds the lock and the Deployment exists.
+	stuckUp := func(id string) out {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan out, 1)
+		go func() {
+			res, err := l.Run(ctx, spec(id, runner.OpUp, "false"))
+			done <- out{res, err}
+		}()
+		g.Eventually(locks, 2*time.Minute, 100*time.Millisecond).ShouldNot(BeEmpty())
+		g.Eventually(func() error {
+			var d appsv1.Deployment
+			return kube.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, &d)
+		}, 2*time.Minute, 100*time.Millisecond).Should(Succeed())
+		opDir := filepath.Join(l.WorkRoot, id)
+		g.Expect(processesIn(opDir)).NotTo(BeEmpty(), "pulumi and its plugins run in the work dir")
+		cancel()
+		var o out
+		g.Eventually(done, 2*time.Minute).Should(Receive(&o))
+		g.Eventually(func() []string { return processesIn(opDir) }, 5*time.Second, 50*time.Millisecond).Should(BeEmpty(),
+			"the pulumi CLI, the language host and the provider are all gone")
+		return o
+	}
+
+	graceful := stuckUp("graceful-up")
+	g.Expect(graceful.err).NotTo(HaveOccurred())
+	g.Expect(graceful.res.Outcome).To(Equal(runner.OutcomeCancelled), graceful.res.Message)
+	g.Expect(locks()).To(BeEmpty(), "cancelled: Pulumi released its lock")
+
+	l.CancelGrace = time.Millisecond // a runner that does not stop in time
+	killed := stuckUp("stuck-up")
+	g.Expect(killed.err).To(MatchError(context.Canceled))
+	g.Expect(locks()).To(HaveLen(1), "killed like a crash: the lock stays")
 
 	locked, err := l.Run(context.Background(), spec("locked-up", runner.OpUp, "true"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -566,5 +584,5 @@ func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
 	t.Logf("recovery: %+v", res)
 	g.Expect(res.ClearedLocks).To(Equal(1))
 	g.Expect(res.Outcome).To(Equal(runner.OutcomeSucceeded), res.Message)
-	g.Expect(filepath.Glob(lockGlob)).To(BeEmpty())
+	g.Expect(locks()).To(BeEmpty())
 }
