@@ -18,6 +18,7 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
+	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // TestControllerSIGTERMedMidUp: the controller is told to stop while an up
@@ -56,7 +57,8 @@ func TestControllerSIGTERMedMidUp(t *testing.T) {
 	stopped := time.Now()
 	g.Expect(syscall.Kill(f.ctrl.Pid(), syscall.SIGTERM)).To(Succeed())
 	g.Eventually(f.ctrl.Exited(), grace+20*time.Second).Should(BeClosed(), "the controller exits within its graceful timeout")
-	t.Logf("the controller stopped %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	t.Logf("the controller stopped %s after SIGTERM; its log ends:\n%s", time.Since(stopped).Round(time.Millisecond),
+		testenv.TailFile(f.ctrl.LogPath, 15))
 
 	g.Expect(locks()).To(BeEmpty(), "Pulumi released its lock")
 	g.Eventually(func() []string { return operationProcesses(f.dataDir) }, 10*time.Second, 100*time.Millisecond).
