@@ -23,10 +23,15 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/controller"
 	"github.com/stackpilot/stackpilot/internal/executor"
+	"github.com/stackpilot/stackpilot/internal/reaper"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
 func main() {
+	// PID 1 of the image: reap orphans and forward signals to the real process.
+	if code, ok := reaper.RunAsInit(); ok {
+		os.Exit(code)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "runner" {
 		os.Exit(runner.Main(os.Args[2:]))
 	}
@@ -61,7 +66,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.IntVar(&f.concurrentOperations, "concurrent-operations", 4, "How many Pulumi operations run at once.")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
-	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for running reconciles on shutdown.")
+	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
 	opts := &zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -73,6 +78,9 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
 	if f.concurrentOperations < 1 {
 		return errors.New("--concurrent-operations must be at least 1")
+	}
+	if f.gracefulShutdownTimeout <= 0 {
+		return errors.New("--graceful-shutdown-timeout must be positive (the Pod's terminationGracePeriodSeconds must exceed it by 15s)")
 	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
@@ -100,7 +108,7 @@ func run() error {
 		// The process exits right after the manager stops, so the lease can be
 		// released at once: a replacement Pod takes over without waiting it out.
 		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &f.gracefulShutdownTimeout,
+		GracefulShutdownTimeout:       ptr(managerShutdownTimeout(f.gracefulShutdownTimeout)),
 	}
 	if f.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{f.watchNamespace: {}}
@@ -120,6 +128,7 @@ func run() error {
 			WorkRoot:    filepath.Join(dataDir, "operations"),
 			PulumiHome:  filepath.Join(dataDir, "pulumi-home"),
 			Concurrency: f.concurrentOperations,
+			CancelGrace: f.gracefulShutdownTimeout,
 			Env:         inheritEnv("PATH", "HOME", "TMPDIR", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"),
 		},
 	})
@@ -139,6 +148,15 @@ func run() error {
 	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations)
 	return mgr.Start(ctx)
 }
+
+// managerShutdownTimeout is how long the manager waits for reconciles on
+// shutdown: the runners' cancel grace, then the final status patch of each
+// cancelled operation, then a margin for the runner to write its result.
+func managerShutdownTimeout(cancelGrace time.Duration) time.Duration {
+	return cancelGrace + controller.FinalPatchTimeout + 5*time.Second
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // inheritEnv passes the named variables of the controller's environment to the
 // runner: enough to find the tools and, for the Kubernetes provider, the cluster.

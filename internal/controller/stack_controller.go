@@ -80,6 +80,8 @@ type reconcileState struct {
 	result *runner.Result
 	// recovered is the interrupted operation found at the start, if any.
 	recovered *v1alpha1.OperationRecord
+	// operationStarted is set once an operation's start is recorded in status.
+	operationStarted bool
 }
 
 // Reconcile is the entry point of controller-runtime.
@@ -187,7 +189,9 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 		}
 		recErr = nil
 	}
-	if err := st.patcher.Patch(ctx, stack,
+	patchCtx, cancel := statusContext(ctx, st)
+	defer cancel()
+	if err := st.patcher.Patch(patchCtx, stack,
 		patch.WithOwnedConditions{Conditions: ownedConditions},
 		patch.WithFieldOwner("stackpilot-controller"),
 	); err != nil {

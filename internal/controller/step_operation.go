@@ -38,6 +38,9 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 // operate runs one operation through the executor: it records the operation as
 // running in status first (so a crash leaves a trace), then the result.
 func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ runner.OperationType, art artifact.Artifact, revision string) (*runner.Result, error) {
+	if err := startAllowed(ctx); err != nil {
+		return nil, err
+	}
 	stack := st.stack
 	rec := v1alpha1.OperationRecord{
 		ID:        newOperationID(typ),
@@ -110,6 +113,7 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 // execute prepares a private copy of the program and runs the operation. It
 // always returns a result: an executor failure becomes an internal failure.
 func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact) *runner.Result {
+	st.operationStarted = true // its start is in status: its end must land (statusContext)
 	started := time.Now()
 	fail := func(class runner.ErrorClass, err error) *runner.Result {
 		return &runner.Result{APIVersion: runner.APIVersion, ID: id, Type: typ, Outcome: runner.OutcomeFailed,

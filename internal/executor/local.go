@@ -24,6 +24,10 @@ import (
 // the result.
 const DefaultKillGrace = 30 * time.Second
 
+// DefaultCancelGrace is how long a runner asked to stop may take to cancel
+// Pulumi and write its result before its process tree is killed.
+const DefaultCancelGrace = 30 * time.Second
+
 // Local runs each operation as a child process of the controller (the runner),
 // at most Concurrency at a time. Use it through a pointer; do not copy it.
 //
@@ -53,9 +57,15 @@ type Local struct {
 	Env []string
 	// PrepareWorkDir fills a fresh program directory for specs without WorkDir.
 	PrepareWorkDir func(ctx context.Context, dir string, spec runner.Spec) error
-	// KillGrace is added to Spec.Timeout before the runner's process tree is
-	// killed; zero means DefaultKillGrace.
+	// KillGrace is added to Spec.Timeout before the runner is asked to stop;
+	// zero means DefaultKillGrace.
 	KillGrace time.Duration
+	// CancelGrace is how long a runner asked to stop (the caller's context
+	// ended, or it ran past Spec.Timeout+KillGrace) may take to cancel Pulumi
+	// gracefully and write its result, before its whole process tree is
+	// killed; zero means DefaultCancelGrace. The controller sets it to
+	// --graceful-shutdown-timeout.
+	CancelGrace time.Duration
 	// KeepFailed keeps the directory of a failed operation for debugging. It
 	// holds the spec, secrets included.
 	KeepFailed bool
@@ -75,8 +85,8 @@ func (l *Local) Running() int { return int(l.running.Load()) }
 // Reasons a runner ended without a result.
 const (
 	ReasonExited    = "exited"    // it ended on its own (crashed, or could not write)
-	ReasonTimeout   = "timeout"   // killed at Spec.Timeout + KillGrace
-	ReasonCancelled = "cancelled" // killed because the caller's context ended
+	ReasonTimeout   = "timeout"   // asked to stop at Spec.Timeout + KillGrace, then killed
+	ReasonCancelled = "cancelled" // asked to stop because the caller's context ended, then killed
 )
 
 // ErrTimeout is the cause of a RunnerError with ReasonTimeout.
@@ -95,9 +105,9 @@ func (e *RunnerError) Error() string {
 	var b strings.Builder
 	switch e.Reason {
 	case ReasonTimeout:
-		fmt.Fprintf(&b, "runner of operation %s killed: it ran past its timeout", e.ID)
+		fmt.Fprintf(&b, "runner of operation %s ran past its timeout and did not stop in time", e.ID)
 	case ReasonCancelled:
-		fmt.Fprintf(&b, "runner of operation %s killed: %v", e.ID, e.Err)
+		fmt.Fprintf(&b, "runner of operation %s cancelled (%v) and did not stop in time", e.ID, e.Err)
 	default:
 		fmt.Fprintf(&b, "runner of operation %s exited with code %d: %v", e.ID, e.ExitCode, e.Err)
 	}
@@ -130,6 +140,10 @@ func (l *Local) Run(ctx context.Context, spec runner.Spec) (runner.Result, error
 		return runner.Result{}, fmt.Errorf("operation %s: waiting for a free runner slot: %w", spec.ID, ctx.Err())
 	}
 	defer func() { <-l.slots }()
+	if err := ctx.Err(); err != nil {
+		// Both cases of the select may be ready: a stopping caller starts nothing.
+		return runner.Result{}, fmt.Errorf("operation %s not started: %w", spec.ID, err)
+	}
 	return l.run(ctx, spec)
 }
 
@@ -188,8 +202,8 @@ func (l *Local) run(ctx context.Context, spec runner.Spec) (res runner.Result, e
 }
 
 // runProcess starts the runner in its own process group and waits for it. On
-// cancel or timeout it kills the runner's whole process tree: the runner, the
-// pulumi CLI and the plugins the CLI started in groups of their own.
+// cancel or timeout it first asks the runner to stop (stop), and kills its
+// whole process tree only if it does not.
 func (l *Local) runProcess(ctx context.Context, spec runner.Spec, dir, specPath, resultPath string) (runner.Result, error) {
 	logPath := filepath.Join(dir, "runner.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
@@ -226,12 +240,10 @@ func (l *Local) runProcess(ctx context.Context, spec runner.Spec, dir, specPath,
 	case <-waited:
 	case <-ctx.Done():
 		reason, cause = ReasonCancelled, ctx.Err()
-		runner.KillProcessTree(pid)
-		<-waited
+		l.stop(pid, waited)
 	case <-deadline:
 		reason, cause = ReasonTimeout, ErrTimeout
-		runner.KillProcessTree(pid)
-		<-waited
+		l.stop(pid, waited)
 	}
 	// Whatever the runner left in its group dies with it.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -253,6 +265,38 @@ func (l *Local) runProcess(ctx context.Context, spec runner.Spec, dir, specPath,
 		Stderr:   runner.Redact(spec, tail(logPath, 4<<10)),
 		Err:      cause,
 	}
+}
+
+// stop asks the runner to cancel its operation, and kills its process tree if it
+// has not ended after CancelGrace.
+//
+// Why SIGTERM to the runner alone, not its group: the runner cancels Pulumi
+// through the Automation API, which sends the CLI one SIGINT and waits for it to
+// finish the steps in flight, write its checkpoint and release the stack lock.
+// A signal to the whole group would reach the CLI as well, and a second SIGINT
+// makes it stop at once, leaving the lock and pending operations behind. SIGKILL
+// at once (what this did before) leaves them too, and orphans the plugins.
+//
+// Why the whole tree at the end: the CLI starts each plugin in a process group
+// of its own, which a kill of the runner's group would miss.
+func (l *Local) stop(pid int, waited <-chan error) {
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	t := time.NewTimer(l.cancelGrace())
+	defer t.Stop()
+	select {
+	case <-waited:
+		return
+	case <-t.C:
+	}
+	runner.KillProcessTree(pid)
+	<-waited
+}
+
+func (l *Local) cancelGrace() time.Duration {
+	if l.CancelGrace > 0 {
+		return l.CancelGrace
+	}
+	return DefaultCancelGrace
 }
 
 func (l *Local) killGrace() time.Duration {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,7 +59,11 @@ func fakeRunner(args []string) int {
 		time.Sleep(d)
 	case "tree":
 		// Like the real runner: the pulumi CLI in the runner's group, a plugin in
-		// a group of its own; then hang.
+		// a group of its own; then hang. On SIGTERM it notes the time in TERMED,
+		// then either keeps hanging (ON_TERM=ignore, a runner slow to cancel) or
+		// stops its children and writes a cancelled result (ON_TERM=cancel).
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
 		inGroup := exec.Command(os.Args[0])
 		inGroup.Env = []string{fakeRunnerEnv + "=sleeper"}
 		plugin := exec.Command(os.Args[0])
@@ -70,7 +75,17 @@ func fakeRunner(args []string) int {
 		pids := fmt.Sprintf("%d %d %d", os.Getpid(), inGroup.Process.Pid, plugin.Process.Pid)
 		_ = os.WriteFile(spec.Env["PIDS"]+".tmp", []byte(pids), 0o600)
 		_ = os.Rename(spec.Env["PIDS"]+".tmp", spec.Env["PIDS"])
-		time.Sleep(time.Hour)
+		select {
+		case <-term:
+		case <-time.After(time.Hour):
+		}
+		_ = os.WriteFile(spec.Env["TERMED"], []byte(time.Now().Format(time.RFC3339Nano)), 0o600)
+		if spec.Env["ON_TERM"] != "cancel" {
+			time.Sleep(time.Hour)
+		}
+		_ = inGroup.Process.Kill()
+		_ = plugin.Process.Kill()
+		spec.Env["OUTCOME"] = string(runner.OutcomeCancelled)
 	case "crash":
 		fmt.Fprintf(os.Stderr, "panic: lost the token %s\n", spec.Env["TOKEN"])
 		return 3
@@ -238,43 +253,116 @@ func living(pids []int) func() []int {
 	}
 }
 
-func TestTimeoutKillsTheProcessTree(t *testing.T) {
+// treeSpec is a fake runner with a process tree like the real one; it notes in
+// the returned file when it got SIGTERM.
+func treeSpec(t *testing.T, id, onTerm string) (spec runner.Spec, pidFile, termed string) {
+	dir := t.TempDir()
+	pidFile, termed = filepath.Join(dir, "pids"), filepath.Join(dir, "termed")
+	return fakeSpec(t, id, map[string]string{"FAKE": "tree", "PIDS": pidFile, "TERMED": termed, "ON_TERM": onTerm}),
+		pidFile, termed
+}
+
+func termedAt(g Gomega, path string) time.Time {
+	data, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred(), "the runner was asked to stop with SIGTERM")
+	at, err := time.Parse(time.RFC3339Nano, string(data))
+	g.Expect(err).NotTo(HaveOccurred())
+	return at
+}
+
+// TestTimeoutStopsThenKillsTheProcessTree: past Spec.Timeout+KillGrace the
+// runner is asked to stop, and its whole tree is killed only CancelGrace later.
+func TestTimeoutStopsThenKillsTheProcessTree(t *testing.T) {
 	g := NewWithT(t)
 	l := newLocal(t, 1)
-	pidFile := filepath.Join(t.TempDir(), "pids")
-	spec := fakeSpec(t, "hangs", map[string]string{"FAKE": "tree", "PIDS": pidFile})
+	l.CancelGrace = time.Second
+	spec, pidFile, termed := treeSpec(t, "hangs", "ignore")
 	spec.Timeout = runner.Duration(300 * time.Millisecond)
 
 	start := time.Now()
 	_, err := l.Run(context.Background(), spec)
-	g.Expect(time.Since(start)).To(BeNumerically("<", 10*time.Second))
+	end := time.Now()
 	runnerErr, ok := errors.AsType[*RunnerError](err)
 	g.Expect(ok).To(BeTrue(), "%v", err)
 	g.Expect(runnerErr.Reason).To(Equal(ReasonTimeout))
 	g.Expect(err).To(MatchError(ErrTimeout))
+	at := termedAt(g, termed)
+	g.Expect(at.Sub(start)).To(BeNumerically(">=", 400*time.Millisecond), "signalled at Timeout+KillGrace, not before")
+	g.Expect(end.Sub(at)).To(BeNumerically(">=", 900*time.Millisecond), "killed only after the cancel grace")
+	g.Expect(end.Sub(start)).To(BeNumerically("<", 10*time.Second))
 	// SIGKILLed processes take a moment to finish dying on a busy machine.
 	g.Eventually(living(readPids(g, pidFile)), 5*time.Second, 20*time.Millisecond).Should(BeEmpty(),
 		"the runner, the grandchild in its group and the plugin-like group leader are dead")
 	g.Expect(l.Running()).To(Equal(0))
 }
 
-func TestCancelKillsTheProcessTree(t *testing.T) {
+// TestCancelStopsThenKillsTheProcessTree: when the caller stops (controller
+// shutdown), the runner gets SIGTERM first; a runner that does not end within
+// CancelGrace is killed with its whole tree.
+func TestCancelStopsThenKillsTheProcessTree(t *testing.T) {
 	g := NewWithT(t)
 	l := newLocal(t, 1)
-	pidFile := filepath.Join(t.TempDir(), "pids")
+	l.CancelGrace = time.Second
+	spec, pidFile, termed := treeSpec(t, "cancelled", "ignore")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() {
-		_, err := l.Run(ctx, fakeSpec(t, "cancelled", map[string]string{"FAKE": "tree", "PIDS": pidFile}))
+		_, err := l.Run(ctx, spec)
 		errc <- err
 	}()
 	pids := readPids(g, pidFile)
+	cancelled := time.Now()
 	cancel()
+	g.Eventually(termed, 5*time.Second, 10*time.Millisecond).Should(BeAnExistingFile(), "SIGTERM first")
+	g.Consistently(living(pids), 500*time.Millisecond, 20*time.Millisecond).Should(HaveLen(3),
+		"nothing is killed during the grace")
 	err := <-errc
+	g.Expect(time.Since(cancelled)).To(BeNumerically(">=", time.Second))
 	g.Expect(err).To(MatchError(context.Canceled))
 	runnerErr, _ := errors.AsType[*RunnerError](err)
 	g.Expect(runnerErr.Reason).To(Equal(ReasonCancelled))
 	g.Eventually(living(pids), 5*time.Second, 20*time.Millisecond).Should(BeEmpty())
+}
+
+// TestCancelledRunnerReportsItsResult: a runner that cancels in time is not
+// killed, and its result (cancelled) is the operation's.
+func TestCancelledRunnerReportsItsResult(t *testing.T) {
+	g := NewWithT(t)
+	l := newLocal(t, 1)
+	l.CancelGrace = time.Minute
+	spec, pidFile, termed := treeSpec(t, "graceful", "cancel")
+	ctx, cancel := context.WithCancel(context.Background())
+	type out struct {
+		res runner.Result
+		err error
+	}
+	done := make(chan out)
+	go func() {
+		res, err := l.Run(ctx, spec)
+		done <- out{res, err}
+	}()
+	pids := readPids(g, pidFile)
+	cancel()
+	var o out
+	g.Eventually(done, 20*time.Second).Should(Receive(&o))
+	g.Expect(o.err).NotTo(HaveOccurred())
+	g.Expect(o.res.Outcome).To(Equal(runner.OutcomeCancelled))
+	g.Expect(termed).To(BeAnExistingFile())
+	g.Eventually(living(pids), 5*time.Second, 20*time.Millisecond).Should(BeEmpty())
+}
+
+// TestStoppingCallerStartsNoRunner: a context that ended while waiting for a
+// slot starts nothing, even when the slot is free too.
+func TestStoppingCallerStartsNoRunner(t *testing.T) {
+	g := NewWithT(t)
+	l := newLocal(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 {
+		_, err := l.Run(ctx, fakeSpec(t, "late", nil))
+		g.Expect(err).To(MatchError(context.Canceled))
+	}
+	g.Expect(l.Started()).To(BeZero())
 }
 
 func TestRunnerWithoutResult(t *testing.T) {
@@ -407,7 +495,11 @@ func processesIn(dir string) []string {
 	return found
 }
 
-func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
+// TestRealRunnerStoppedMidUp: a runner asked to stop mid-up cancels Pulumi,
+// which releases its lock and leaves no process; one that does not stop within
+// CancelGrace is killed with its tree and leaves the lock, which the next
+// operation's ClearStaleLock recovers.
+func TestRealRunnerStoppedMidUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the Pulumi CLI against an API server")
 	}
@@ -440,32 +532,46 @@ func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
 					// take over the object it left, owned by the killed provider.
 					"pulumi.com/patchForce": "true"}}}}
 	}
-
-	// The provider waits for a rollout that never comes (no kubelet): kill the
-	// runner once Pulumi holds the lock and the Deployment exists.
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error)
-	go func() {
-		res, err := l.Run(ctx, spec("stuck-up", runner.OpUp, "false"))
-		if err == nil {
-			t.Errorf("the stuck up ended: %+v", res)
-		}
-		errc <- err
-	}()
 	lockGlob := filepath.Join(state, ".pulumi", "locks", "organization", "stuck", "dev", "*.json")
-	g.Eventually(func() []string { m, _ := filepath.Glob(lockGlob); return m }, 2*time.Minute, 100*time.Millisecond).
-		ShouldNot(BeEmpty())
-	g.Eventually(func() error {
-		var d appsv1.Deployment
-		return kube.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, &d)
-	}, 2*time.Minute, 100*time.Millisecond).Should(Succeed())
-	opDir := filepath.Join(l.WorkRoot, "stuck-up")
-	g.Expect(processesIn(opDir)).NotTo(BeEmpty(), "pulumi and its plugins run in the work dir")
-	cancel()
-	g.Expect(<-errc).To(MatchError(context.Canceled))
-	g.Eventually(func() []string { return processesIn(opDir) }, 5*time.Second, 50*time.Millisecond).Should(BeEmpty(),
-		"the pulumi CLI, the language host and the provider are all gone")
-	g.Expect(filepath.Glob(lockGlob)).To(HaveLen(1), "killed like a crash: the lock stays")
+	locks := func() []string { m, _ := filepath.Glob(lockGlob); return m }
+	type out struct {
+		res runner.Result
+		err error
+	}
+	// stuckUp starts an up whose provider waits for a rollout that never comes
+	// (no kubelet), and stops it once Pulumi holds the lock and the Deployment exists.
+	stuckUp := func(id string) out {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan out, 1)
+		go func() {
+			res, err := l.Run(ctx, spec(id, runner.OpUp, "false"))
+			done <- out{res, err}
+		}()
+		g.Eventually(locks, 2*time.Minute, 100*time.Millisecond).ShouldNot(BeEmpty())
+		g.Eventually(func() error {
+			var d appsv1.Deployment
+			return kube.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, &d)
+		}, 2*time.Minute, 100*time.Millisecond).Should(Succeed())
+		opDir := filepath.Join(l.WorkRoot, id)
+		g.Expect(processesIn(opDir)).NotTo(BeEmpty(), "pulumi and its plugins run in the work dir")
+		cancel()
+		var o out
+		g.Eventually(done, 2*time.Minute).Should(Receive(&o))
+		g.Eventually(func() []string { return processesIn(opDir) }, 5*time.Second, 50*time.Millisecond).Should(BeEmpty(),
+			"the pulumi CLI, the language host and the provider are all gone")
+		return o
+	}
+
+	graceful := stuckUp("graceful-up")
+	g.Expect(graceful.err).NotTo(HaveOccurred())
+	g.Expect(graceful.res.Outcome).To(Equal(runner.OutcomeCancelled), graceful.res.Message)
+	g.Expect(locks()).To(BeEmpty(), "cancelled: Pulumi released its lock")
+
+	l.CancelGrace = time.Millisecond // a runner that does not stop in time
+	killed := stuckUp("stuck-up")
+	g.Expect(killed.err).To(MatchError(context.Canceled))
+	g.Expect(locks()).To(HaveLen(1), "killed like a crash: the lock stays")
 
 	locked, err := l.Run(context.Background(), spec("locked-up", runner.OpUp, "true"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -478,5 +584,5 @@ func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
 	t.Logf("recovery: %+v", res)
 	g.Expect(res.ClearedLocks).To(Equal(1))
 	g.Expect(res.Outcome).To(Equal(runner.OutcomeSucceeded), res.Message)
-	g.Expect(filepath.Glob(lockGlob)).To(BeEmpty())
+	g.Expect(locks()).To(BeEmpty())
 }

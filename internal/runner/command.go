@@ -22,9 +22,12 @@ const parentPollInterval = 500 * time.Millisecond
 // args being what follows the subcommand. It exits 0 whenever it wrote a result,
 // whatever the outcome of the operation, and non-zero only when it could not.
 //
-// Signals: SIGTERM or SIGINT cancel the operation gracefully (Pulumi finishes
-// the steps in flight and releases the stack lock), and a "cancelled" result is
-// written. When the parent dies (noticed by ParentDeathSignal, which the Local
+// Signals: SIGTERM or SIGINT cancel the operation gracefully: the pulumi CLI
+// gets SIGINT, finishes the steps in flight, writes its checkpoint and releases
+// the stack lock (see interruptibleCommand), and a "cancelled" result is
+// written. The executor sends that signal when its caller stops (controller
+// shutdown) or the operation runs past its timeout, and kills the whole process
+// tree only when the runner takes longer than its cancel grace. When the parent dies (noticed by ParentDeathSignal, which the Local
 // executor asks the kernel for, or by polling the parent PID), the runner kills
 // its whole process tree at once instead, Pulumi included: it leaves the stack
 // lock behind exactly as a crash would, and the next operation's ClearStaleLock
@@ -42,6 +45,9 @@ func Main(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := BecomeSubreaper(); err != nil {
+		log.Warn("cannot adopt orphaned plugins (prctl PR_SET_CHILD_SUBREAPER)", "error", err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -56,6 +62,9 @@ func Main(args []string) int {
 			"backend", backendScheme(spec.Backend))
 		res = Run(ctx, spec)
 	}
+	// Pulumi stops its plugins when it ends; one it lost (its CLI was killed
+	// after InterruptGrace) was adopted by the runner and must not outlive it.
+	KillDescendants()
 	if err := WriteResult(*resultPath, res); err != nil {
 		log.Error("cannot write the result", "path", *resultPath, "error", err)
 		return 1

@@ -290,13 +290,15 @@ func Redact(spec Spec, text string) string {
 }
 
 // contextFailure reports whether the operation ended because its own deadline
-// passed (timedOut) or because the caller cancelled it (cancelled).
+// passed (timedOut) or because the caller cancelled it (cancelled). The first
+// to happen wins: a runner that timed out and is then told to stop by the
+// executor (its deadline passed too) still timed out.
 func contextFailure(parent, op context.Context) (timedOut, cancelled bool) {
-	if errors.Is(op.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+	switch {
+	case errors.Is(op.Err(), context.DeadlineExceeded):
 		return true, false
-	}
-	if parent.Err() != nil {
-		return errors.Is(parent.Err(), context.DeadlineExceeded), !errors.Is(parent.Err(), context.DeadlineExceeded)
+	case op.Err() != nil || parent.Err() != nil:
+		return false, true
 	}
 	return false, false
 }

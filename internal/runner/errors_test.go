@@ -90,6 +90,16 @@ func TestContextFailure(t *testing.T) {
 	timedOut, cancelled = contextFailure(p2, p2)
 	g.Expect(timedOut).To(BeFalse())
 	g.Expect(cancelled).To(BeTrue())
+
+	// Timed out first, then told to stop (the executor's deadline): a timeout.
+	p3, cancel3 := context.WithCancel(context.Background())
+	op3, cancelOp3 := context.WithTimeout(p3, time.Nanosecond)
+	defer cancelOp3()
+	<-op3.Done()
+	cancel3()
+	timedOut, cancelled = contextFailure(p3, op3)
+	g.Expect(timedOut).To(BeTrue())
+	g.Expect(cancelled).To(BeFalse())
 }
 
 func TestRunNeverPanicsAndValidates(t *testing.T) {

@@ -23,6 +23,24 @@ func KillProcessTree(root int) {
 		// while the tree is read.
 		_ = syscall.Kill(-root, syscall.SIGSTOP)
 	}
+	killBelow(root)
+	if rootLeads {
+		_ = syscall.Kill(-root, syscall.SIGKILL)
+	} else {
+		_ = syscall.Kill(root, syscall.SIGKILL)
+	}
+}
+
+// KillDescendants SIGKILLs every process below the calling one, and the process
+// groups they lead, but not the caller: what the pulumi CLI left running (a
+// plugin it lost track of, or one orphaned when the CLI was killed) dies before
+// the runner exits.
+func KillDescendants() { killBelow(os.Getpid()) }
+
+// killBelow stops, then kills, every process descending from root and every
+// process group led by one of them; never the calling process.
+func killBelow(root int) {
+	self := os.Getpid()
 	tree := map[int]proc{}
 	for pass := 0; pass < 2; pass++ { // the second pass catches children forked during the first
 		for _, p := range descendants(readProcs(), root) {
@@ -41,11 +59,19 @@ func KillProcessTree(root int) {
 		}
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
-	if rootLeads {
-		_ = syscall.Kill(-root, syscall.SIGKILL)
-	} else {
-		_ = syscall.Kill(root, syscall.SIGKILL)
+}
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
+const prSetChildSubreaper = 36
+
+// BecomeSubreaper makes the orphans of the caller's descendants its children
+// rather than init's: a plugin whose pulumi CLI died stays in the runner's tree,
+// where KillProcessTree and KillDescendants find it.
+func BecomeSubreaper() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return errno
 	}
+	return nil
 }
 
 type proc struct{ pid, ppid, pgid int }

@@ -19,3 +19,9 @@ func KillProcessTree(root int) {
 
 // ProcessAlive reports whether a process with this PID exists.
 func ProcessAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// KillDescendants cannot find the caller's descendants without /proc.
+func KillDescendants() {}
+
+// BecomeSubreaper is Linux only; elsewhere orphans go to init.
+func BecomeSubreaper() error { return nil }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,6 +30,16 @@ func helperMain(role string) int {
 	switch role {
 	case "sleeper":
 		time.Sleep(time.Hour)
+	case "slow-cli":
+		// Plays a pulumi CLI whose steps in flight take 11s to finish after SIGINT,
+		// longer than the Automation API's own command waits before killing it.
+		sigint := make(chan os.Signal, 1)
+		signal.Notify(sigint, os.Interrupt)
+		_ = os.WriteFile(filepath.Join(dir, "started"), nil, 0o600)
+		<-sigint
+		time.Sleep(11 * time.Second)
+		_ = os.WriteFile(filepath.Join(dir, "released"), nil, 0o600)
+		return 1
 	case "controller":
 		// Plays the controller: starts a runner the way the Local executor does,
 		// waits until it is set up, then dies without cleaning up.
@@ -156,4 +167,25 @@ func TestKillProcessTree(t *testing.T) {
 	KillProcessTree(pids[0])
 	_ = r.Wait()
 	g.Eventually(anyAlive(pids), 5*time.Second, 50*time.Millisecond).Should(BeEmpty())
+}
+
+// TestCancelGivesTheCLITimeToStop: a cancelled operation's CLI gets SIGINT and
+// as long as it needs to finish and release the lock, not the SDK's 10s.
+func TestCancelGivesTheCLITimeToStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 11s")
+	}
+	g := NewWithT(t)
+	dir := t.TempDir()
+	cmd := interruptibleCommand{path: os.Args[0], grace: InterruptGrace}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, _, err := cmd.Run(ctx, dir, nil, nil, nil, []string{helperRoleEnv + "=slow-cli", helperDirEnv + "=" + dir}, "up")
+		done <- err
+	}()
+	g.Eventually(filepath.Join(dir, "started"), 10*time.Second, 20*time.Millisecond).Should(BeAnExistingFile())
+	cancel()
+	g.Eventually(done, 30*time.Second).Should(Receive(HaveOccurred()))
+	g.Expect(filepath.Join(dir, "released")).To(BeAnExistingFile(), "the CLI was killed before it finished stopping")
 }

@@ -157,7 +157,15 @@ func pulumiCommand(path string) (auto.PulumiCommand, error) {
 		root = filepath.Dir(filepath.Dir(abs))
 	}
 	// The pinned CLI is what we test against; its version is not the SDK's concern.
-	return auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: root, SkipVersionCheck: true})
+	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: root, SkipVersionCheck: true})
+	if err != nil {
+		return nil, err
+	}
+	bin := "pulumi"
+	if root != "" {
+		bin = filepath.Join(root, "bin", "pulumi")
+	}
+	return interruptibleCommand{PulumiCommand: cmd, path: bin, grace: InterruptGrace}, nil
 }
 
 // workspaceEnv is the environment of every CLI call. Spec.Backend and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,22 +235,152 @@ func TestRunLockedStackAndClearStaleLock(t *testing.T) {
 	g.Expect(again.ClearedLocks).To(Equal(0))
 }
 
+// gatedProgram's ConfigMap is created, then the provider waits until it carries
+// the label proceed=yes: an engine that runs until told otherwise.
+const gatedProgram = `name: gated
+runtime: yaml
+config:
+  namespace:
+    type: string
+  kubeconfig:
+    type: string
+resources:
+  provider:
+    type: pulumi:providers:kubernetes
+    properties:
+      kubeconfig: ${kubeconfig}
+  gate:
+    type: kubernetes:core/v1:ConfigMap
+    properties:
+      metadata:
+        name: gate
+        namespace: ${namespace}
+        annotations:
+          pulumi.com/waitFor: "jsonpath={.metadata.labels.proceed}=yes"
+      data:
+        x: "1"
+    options:
+      provider: ${provider}
+`
+
 func TestRunTimeoutAndCancel(t *testing.T) {
+	t.Run("before the engine starts", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newE2E(t, "name: slow\nruntime: yaml\n")
+		spec := e.spec(OpUp)
+		spec.Timeout = Duration(time.Millisecond)
+		res := e.run(spec)
+		g.Expect(res.Outcome).To(Equal(OutcomeFailed))
+		g.Expect(res.ErrorClass).To(Equal(ErrorTimeout))
+		g.Expect(res.Message).To(ContainSubstring("timed out after 1ms"))
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res = Run(ctx, e.spec(OpUp))
+		g.Expect(res.Outcome).To(Equal(OutcomeCancelled))
+		g.Expect(res.Message).To(Equal("operation cancelled"))
+	})
+	t.Run("cancelled while the engine runs", func(t *testing.T) {
+		res := gatedUp(t, 0, func(cancel context.CancelFunc) { cancel() })
+		NewWithT(t).Expect(res.Outcome).To(Equal(OutcomeCancelled), res.Message)
+	})
+	t.Run("timed out while the engine runs", func(t *testing.T) {
+		res := gatedUp(t, 40*time.Second, func(context.CancelFunc) {})
+		g := NewWithT(t)
+		g.Expect(res.Outcome).To(Equal(OutcomeFailed), res.Message)
+		g.Expect(res.ErrorClass).To(Equal(ErrorTimeout))
+	})
+}
+
+// gatedUp runs an up of gatedProgram until the provider waits on the gate with
+// the stack locked, calls stop (or lets the timeout, if set, pass), and checks
+// that Pulumi stopped cleanly: no lock, no pending operation in the checkpoint,
+// no process left, and the next up runs without clearing anything.
+func gatedUp(t *testing.T, timeout time.Duration, stop func(context.CancelFunc)) Result {
 	g := NewWithT(t)
-	e := newE2E(t, "name: slow\nruntime: yaml\n")
-
-	spec := e.spec(OpUp)
-	spec.Timeout = Duration(time.Millisecond)
-	res := e.run(spec)
-	g.Expect(res.Outcome).To(Equal(OutcomeFailed))
-	g.Expect(res.ErrorClass).To(Equal(ErrorTimeout))
-	g.Expect(res.Message).To(ContainSubstring("timed out after 1ms"))
-
+	e := newE2E(t, gatedProgram)
+	if err := testenv.RequireBinaries(e.bin, "pulumi-resource-kubernetes"); err != nil {
+		t.Fatal(err)
+	}
+	kube := kubeEnv(t)
+	ns := kube.Namespace(t)
+	config := []ConfigValue{{Key: "namespace", Value: ns}, {Key: "kubeconfig", Value: kube.Kubeconfig}}
+	spec := e.spec(OpUp, config...)
+	if timeout > 0 {
+		spec.Timeout = Duration(timeout)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	res = Run(ctx, e.spec(OpUp))
-	g.Expect(res.Outcome).To(Equal(OutcomeCancelled))
-	g.Expect(res.Message).To(Equal("operation cancelled"))
+	defer cancel()
+	done := make(chan Result, 1)
+	go func() { done <- Run(ctx, spec) }()
+
+	lockGlob := filepath.Join(e.state, ".pulumi", "locks", "organization", "gated", "dev", "*.json")
+	gate := client.ObjectKey{Namespace: ns, Name: "gate"}
+	g.Eventually(func(g Gomega) {
+		g.Expect(filepath.Glob(lockGlob)).NotTo(BeEmpty(), "Pulumi holds the stack lock")
+		g.Expect(kube.Client.Get(context.Background(), gate, &corev1.ConfigMap{})).To(Succeed(), "the provider created the gate")
+	}, 3*time.Minute, 100*time.Millisecond).Should(Succeed())
+	g.Expect(processesIn(spec.WorkDir)).NotTo(BeEmpty(), "the CLI and its plugins run in the work dir")
+	stop(cancel)
+
+	var res Result
+	g.Eventually(done, 2*time.Minute).Should(Receive(&res))
+	t.Logf("outcome=%s class=%s message=%q", res.Outcome, res.ErrorClass, res.Message)
+	g.Expect(filepath.Glob(lockGlob)).To(BeEmpty(), "Pulumi released its lock")
+	g.Expect(pendingOperations(t, filepath.Join(e.state, ".pulumi", "stacks", "gated", "dev.json"))).To(BeEmpty(),
+		"the checkpoint was written: no operation is left pending")
+	g.Eventually(func() []string { return processesIn(spec.WorkDir) }, 10*time.Second, 50*time.Millisecond).
+		Should(BeEmpty(), "the CLI, the language host and the provider are gone")
+
+	// The gate opens: the next up runs on the state left behind, with no lock to clear.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gate"}}
+	g.Expect(kube.Client.Patch(context.Background(), cm,
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"proceed":"yes"}}}`)))).To(Succeed())
+	next := e.run(e.spec(OpUp, config...))
+	g.Expect(next.Outcome).To(Equal(OutcomeSucceeded), next.Message)
+	g.Expect(next.ClearedLocks).To(BeZero())
+	return res
+}
+
+// pendingOperations reads the operations a DIY backend checkpoint still lists
+// as in flight: what a killed engine leaves behind.
+func pendingOperations(t *testing.T, path string) []any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the checkpoint: %v", err)
+	}
+	var cp struct {
+		Checkpoint struct {
+			Latest struct {
+				Pending []any `json:"pending_operations"`
+			} `json:"latest"`
+		} `json:"checkpoint"`
+	}
+	if err := json.Unmarshal(data, &cp); err != nil {
+		t.Fatalf("the checkpoint %s: %v", path, err)
+	}
+	return cp.Checkpoint.Latest.Pending
+}
+
+// processesIn lists the live processes whose working directory is under dir:
+// the pulumi CLI and its plugins run in the operation's work dir.
+func processesIn(dir string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd")
+		if err != nil || !strings.HasPrefix(cwd, dir) || !ProcessAlive(pid) {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		found = append(found, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return found
 }
 
 func TestRunBadBackendIsBackend(t *testing.T) {
