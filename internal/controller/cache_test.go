@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/patch"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -163,4 +166,19 @@ func TestPublishCachesNoSecret(t *testing.T) {
 		g.Expect(s.Finalizers).To(ContainElement(v1alpha1.StackFinalizer))
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Expect(rec.seen()).To(BeEmpty(), "typed reads through the manager's cache")
+
+	// The API server holds status.outputs to the same bounds.
+	var s v1alpha1.Stack
+	g.Expect(direct.Get(ctx, client.ObjectKeyFromObject(stack), &s)).To(Succeed())
+	s.Status.Outputs = map[string]string{"big": strings.Repeat("x", v1alpha1.MaxStatusOutputValue+1)}
+	err = direct.Status().Update(ctx, &s)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a value over 1 KiB: %v", err)
+	s.Status.Outputs = map[string]string{}
+	for i := range v1alpha1.MaxStatusOutputs + 1 {
+		s.Status.Outputs[fmt.Sprintf("k%03d", i)] = "1"
+	}
+	err = direct.Status().Update(ctx, &s)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "more than 100 outputs: %v", err)
+	s.Status.Outputs, _ = statusOutputs(map[string]runner.Output{"big": {Value: strings.Repeat("x", 2<<20)}}, s.Spec.Outputs)
+	g.Expect(direct.Status().Update(ctx, &s)).To(Succeed(), "what statusOutputs makes is accepted")
 }
