@@ -148,6 +148,7 @@ func TestPublishFailedKeepsTheUp(t *testing.T) {
 	stack.Status.LastAttemptedInputsDigest = "sha256:in"
 	stack.Status.LastAttemptedRevision = "main@sha1:abc"
 	stack.Status.LastAppliedRevision = "main@sha1:abc"
+	stack.Status.InputsDigest = "sha256:in"
 	st := &reconcileState{stack: stack}
 	for i := 1; i <= 3; i++ {
 		err := r.publishFailed(st, fitsInObject("Secret", "out", map[string]string{"big": strings.Repeat("x", 2<<20)}))
@@ -156,6 +157,13 @@ func TestPublishFailedKeepsTheUp(t *testing.T) {
 		g.Expect(st.requeueAfter).To(Equal(backoff(int64(i), 2*time.Second, v1alpha1.DefaultInterval)))
 	}
 	g.Expect(stack.Status.LastAttemptedInputsDigest).To(Equal("sha256:in"), "the next reconcile must not see new inputs")
+	next := decide(decideInput{
+		Revision: "main@sha1:abc", InputsDigest: "sha256:in",
+		LastAppliedRevision: stack.Status.LastAppliedRevision, LastAppliedInputsDigest: stack.Status.InputsDigest,
+		LastAttemptedRevision: stack.Status.LastAttemptedRevision, LastAttemptedInputsDigest: stack.Status.LastAttemptedInputsDigest,
+		Failures: stack.Status.Failures, Now: time.Now(), RetryInterval: 2 * time.Second, Interval: time.Hour,
+	})
+	g.Expect(next.Action).To(Equal(ActionNone), "no up after a failed publish: %s", next.Why)
 	g.Expect(stack.Status.LastAppliedRevision).To(Equal("main@sha1:abc"))
 	g.Expect(stack.Status.Failures).To(BeZero(), "the up's failure count is not the publish's")
 	c := conditions.Get(stack, v1alpha1.OutputsPublishedCondition)
