@@ -79,7 +79,7 @@ func TestSummarizeStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 3,
-				Finalizers: []string{v1alpha1.StackFinalizer},
+				Finalizers:  []string{v1alpha1.StackFinalizer},
 				Annotations: map[string]string{v1alpha1.ReconcileRequestAnnotation: "now-1"}}}
 			stack.Spec.Interval = metav1.Duration{Duration: interval}
 			stack.Spec.RetryInterval = &metav1.Duration{Duration: retry}
