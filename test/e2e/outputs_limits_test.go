@@ -188,7 +188,7 @@ func TestFailureEventAndLog(t *testing.T) {
 		}
 		g.Expect(failure).NotTo(BeEmpty(), "the failure event is recorded")
 	}, 30*time.Second, time.Second).Should(Succeed())
-	g.Expect(failure).To(ContainSubstring(undefined + `" not found (see the Stack's status for the rest)`), "the first line, pointing to the status")
+	g.Expect(failure).To(ContainSubstring(undefined+`" not found (see the Stack's status for the rest)`), "the first line, pointing to the status")
 
 	// One failed reconcile (retryInterval is an hour), one log line for it.
 	logs := f.ctrl.Logs(t)
