@@ -133,6 +133,11 @@ func TestPublishRetryWait(t *testing.T) {
 	g.Expect(publishRetryWait(stack, now)).To(Equal(7 * time.Second))
 	stack.Status.OutputsPublishFailures = 3
 	g.Expect(publishRetryWait(stack, now)).To(Equal(37 * time.Second))
+	conditions.MarkFalse(stack, v1alpha1.OutputsPublishedCondition, v1alpha1.OutputsConflictReason, "taken")
+	g.Expect(publishRetryWait(stack, now)).To(Equal(37 * time.Second))
+	stack.Generation++ // the spec changed since: retry at once
+	g.Expect(publishRetryWait(stack, now)).To(BeZero())
+	stack.Generation--
 	stack.Status.LastOutputsPublishAttempt = &metav1.Time{Time: now.Add(-time.Hour)}
 	g.Expect(publishRetryWait(stack, now)).To(BeZero())
 }

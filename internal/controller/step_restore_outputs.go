@@ -56,10 +56,15 @@ func (r *StackReconciler) restoreOutputs(ctx context.Context, st *reconcileState
 	return r.republish(ctx, st, drift)
 }
 
-// publishRetryWait is how long a failed publish still waits for its retry.
+// publishRetryWait is how long a failed publish still waits for its retry. A
+// spec changed since the failure (say, spec.outputs names another Secret) is
+// tried at once, as new inputs are.
 func publishRetryWait(stack *v1alpha1.Stack, now time.Time) time.Duration {
 	last := stack.Status.LastOutputsPublishAttempt
 	if last == nil {
+		return 0
+	}
+	if c := conditions.Get(stack, v1alpha1.OutputsPublishedCondition); c != nil && c.ObservedGeneration != stack.Generation {
 		return 0
 	}
 	due := last.Add(backoff(stack.Status.OutputsPublishFailures, stack.GetRetryInterval(), stack.GetRequeueAfter()))

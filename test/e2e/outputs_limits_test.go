@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
@@ -119,6 +120,18 @@ func TestOutputsConflict(t *testing.T) {
 	var sec corev1.Secret
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "first-outputs"}, &sec)).To(Succeed())
 	g.Expect(metav1.IsControlledBy(&sec, getStack(g, client.ObjectKeyFromObject(first)))).To(BeTrue())
+
+	// Naming a Secret of its own publishes there, from the state, no up.
+	g.Expect(env.Client.Patch(ctx, getStack(g, key), client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"outputs":{"secretName":"second-outputs"}}}`)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, key)
+		g.Expect(conditions.IsTrue(s, v1alpha1.OutputsPublishedCondition)).To(BeTrue(), "OutputsPublished")
+		g.Expect(conditions.IsReady(s)).To(BeTrue(), "Ready: %s", readyMessage(s))
+	}, time.Minute, time.Second).Should(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "second-outputs"}, &sec)).To(Succeed())
+	g.Expect(string(sec.Data["configMap"])).To(Equal("other-settings"))
+	g.Expect(f.ctrl.Operations(t, "up")).To(Equal(ups+1), "still one up for the second Stack")
 }
 
 // TestDirAppearsInLaterCommit: a Stack whose dir is missing at the current
