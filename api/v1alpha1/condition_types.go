@@ -21,6 +21,26 @@ const (
 	// marks secret; the real value is never written to the Stack.
 	SecretOutputValue = "[secret]"
 
+	// MaxStatusOutputs is how many outputs status.outputs lists; the rest are
+	// counted in status.outputsOmitted (the outputs Secret carries them all).
+	MaxStatusOutputs = 100
+
+	// MaxStatusOutputValue is the longest value status.outputs shows (compact
+	// JSON, in bytes); a longer one is replaced by an OmittedOutputPrefix note.
+	MaxStatusOutputValue = 1024
+
+	// MaxStatusOutputsBytes is the budget of all values in status.outputs; the
+	// values that do not fit (largest last) are replaced by a note.
+	MaxStatusOutputsBytes = 16 * 1024
+
+	// OmittedOutputPrefix starts the note that stands in status.outputs for a
+	// value too large for the status, e.g. "[omitted: 2.3 MiB; see the outputs
+	// Secret]". A JSON value never starts with "[o", so the note is unambiguous.
+	OmittedOutputPrefix = "[omitted: "
+
+	// MaxHistoryMessage bounds status.history[].message (characters).
+	MaxHistoryMessage = 2048
+
 	// DefaultPassphraseKey is the key read from the passphrase Secret when
 	// spec.secretsProvider.passphraseSecretRef.key is not set.
 	DefaultPassphraseKey = "passphrase"
@@ -41,6 +61,12 @@ const (
 	// change to the Stack or its environment, for example an invalid spec
 	// (abnormal-true: absent unless stalled).
 	StalledCondition = meta.StalledCondition
+
+	// OutputsPublishedCondition is True when the outputs Secret and ConfigMap
+	// of spec.outputs hold the outputs of the last successful up, False when
+	// writing them failed (the up itself is applied; the publish is retried
+	// from the stack's state, with its own backoff). Absent without spec.outputs.
+	OutputsPublishedCondition = "OutputsPublished"
 )
 
 // Condition reasons.
@@ -97,6 +123,21 @@ const (
 	// InterruptedReason: an operation was found unfinished (status.currentOperation
 	// set) after a controller restart.
 	InterruptedReason = "Interrupted"
+
+	// PublishedReason: the outputs Secret and ConfigMap are up to date.
+	PublishedReason = "Published"
+
+	// OutputsTooLarge: the outputs do not fit in a Secret or ConfigMap (1 MiB
+	// of data each); the message names the largest outputs and their sizes.
+	OutputsTooLargeReason = "OutputsTooLarge"
+
+	// OutputsConflictReason: the outputs Secret or ConfigMap exists and is
+	// controlled by another object (for example another Stack naming it).
+	OutputsConflictReason = "OutputsConflict"
+
+	// PublishFailedReason: writing the outputs, or reading them from the
+	// stack's state for a retry, failed for another reason.
+	PublishFailedReason = "PublishFailed"
 
 	// DestroyFailedReason: destroying the stack on deletion failed; the finalizer
 	// stays until it succeeds.

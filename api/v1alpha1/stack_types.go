@@ -310,7 +310,7 @@ type StackStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Reconciling, Stalled.
+	// Conditions: Ready, Reconciling, Stalled, OutputsPublished.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -355,9 +355,31 @@ type StackStatus struct {
 	CurrentOperation *OperationRecord `json:"currentOperation,omitempty"`
 
 	// Outputs are the stack's outputs after the last successful up: each value
-	// as compact JSON text, or "[secret]" for a secret output.
+	// as compact JSON text, or "[secret]" for a secret output. Bounded: a value
+	// over 1 KiB, or past a 16 KiB budget, shows as "[omitted: <size>; ...]",
+	// and outputs past the first 100 (by name) are only counted in
+	// outputsOmitted. The outputs Secret and ConfigMap carry every value.
+	// +kubebuilder:validation:MaxProperties=100
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && size(self[k]) <= 1024)",message="status.outputs: keys are at most 253 and values at most 1024 characters"
 	// +optional
 	Outputs map[string]string `json:"outputs,omitempty"`
+
+	// OutputsOmitted counts the outputs left out of status.outputs because it
+	// holds at most 100; the outputs Secret and ConfigMap carry them.
+	// +optional
+	OutputsOmitted int64 `json:"outputsOmitted,omitempty"`
+
+	// OutputsPublishFailures counts consecutive failed attempts to write the
+	// outputs Secret and ConfigMap (condition OutputsPublished=False); it
+	// drives the publish retry's backoff, from retryInterval doubling up to
+	// interval, and goes back to 0 when a publish succeeds.
+	// +optional
+	OutputsPublishFailures int64 `json:"outputsPublishFailures,omitempty"`
+
+	// LastOutputsPublishAttempt is when the last failed publish was attempted;
+	// the next retry is due a backoff after it.
+	// +optional
+	LastOutputsPublishAttempt *metav1.Time `json:"lastOutputsPublishAttempt,omitempty"`
 
 	// History lists the last operations, newest first, at most MaxHistory (10).
 	// +kubebuilder:validation:MaxItems=10
@@ -439,6 +461,7 @@ type OperationRecord struct {
 	Changes *ChangeSummary `json:"changes,omitempty"`
 
 	// Message is a short human summary; for a failure, what went wrong.
+	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	Message string `json:"message,omitempty"`
 

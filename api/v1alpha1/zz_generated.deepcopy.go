@@ -419,6 +419,10 @@ func (in *StackStatus) DeepCopyInto(out *StackStatus) {
 			(*out)[key] = val
 		}
 	}
+	if in.LastOutputsPublishAttempt != nil {
+		in, out := &in.LastOutputsPublishAttempt, &out.LastOutputsPublishAttempt
+		*out = (*in).DeepCopy()
+	}
 	if in.History != nil {
 		in, out := &in.History, &out.History
 		*out = make([]OperationRecord, len(*in))

@@ -15,6 +15,10 @@ import (
 type StallingError struct {
 	Reason string // condition reason
 	Err    error
+	// Revision is set when the problem is in the program at this source
+	// revision (a missing dir, no Pulumi.yaml): retrying it is useless, but a
+	// new commit can fix it, so the Stack is checked again at spec.interval.
+	Revision string
 }
 
 func (e *StallingError) Error() string { return e.Err.Error() }
@@ -23,6 +27,11 @@ func (e *StallingError) Unwrap() error { return e.Err }
 // stalling builds a StallingError with a formatted message.
 func stalling(reason, format string, args ...any) *StallingError {
 	return &StallingError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// stallingAt builds a StallingError for a problem in the program at revision.
+func stallingAt(revision, reason, format string, args ...any) *StallingError {
+	return &StallingError{Reason: reason, Err: fmt.Errorf(format, args...), Revision: revision}
 }
 
 // WaitingError is a condition that will likely clear on its own.

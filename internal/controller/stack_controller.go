@@ -3,14 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
-	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,81 +129,6 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
 }
 
-// summarize computes Ready from the outcome of the steps and patches status once.
-func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, recErr error) (ctrl.Result, error) {
-	stack := st.stack
-	if !stack.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(stack, v1alpha1.StackFinalizer) {
-		return ctrl.Result{}, recErr // finalized: the object is going away
-	}
-	if v, ok := requestedAt(stack); ok {
-		stack.Status.LastHandledReconcileAt = v
-	}
-	res := ctrl.Result{}
-	stall, _ := outermostTyped(recErr).(*StallingError)
-	wait, _ := outermostTyped(recErr).(*WaitingError)
-	switch {
-	case stack.Spec.Suspend && stack.DeletionTimestamp.IsZero():
-		conditions.Delete(stack, v1alpha1.ReconcilingCondition)
-		conditions.Delete(stack, v1alpha1.StalledCondition)
-		if conditions.Get(stack, v1alpha1.ReadyCondition) == nil || conditions.IsTrue(stack, v1alpha1.ReadyCondition) {
-			conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SuspendedReason, "Reconciliation is suspended")
-		}
-		stack.Status.ObservedGeneration = stack.Generation
-	case recErr == nil:
-		conditions.Delete(stack, v1alpha1.ReconcilingCondition)
-		conditions.Delete(stack, v1alpha1.StalledCondition)
-		stack.Status.ObservedGeneration = stack.Generation
-		res.RequeueAfter = stack.GetRequeueAfter()
-		if st.requeueAfter > 0 {
-			res.RequeueAfter = st.requeueAfter
-		}
-	case stall != nil:
-		conditions.MarkStalled(stack, stall.Reason, "%s", scrubMsg(st, stall.Error()))
-		conditions.Delete(stack, v1alpha1.ReconcilingCondition)
-		conditions.MarkFalse(stack, v1alpha1.ReadyCondition, stall.Reason, "%s", scrubMsg(st, stall.Error()))
-		stack.Status.ObservedGeneration = stack.Generation
-		r.event(stack, corev1.EventTypeWarning, stall.Reason, "Stalled", scrubMsg(st, stall.Error()))
-		recErr = nil // no retry until something changes
-	case wait != nil:
-		conditions.Delete(stack, v1alpha1.StalledCondition)
-		conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Waiting: %s", scrubMsg(st, wait.Error()))
-		conditions.MarkFalse(stack, v1alpha1.ReadyCondition, wait.Reason, "%s", scrubMsg(st, wait.Error()))
-		res.RequeueAfter = wait.RequeueAfter
-		if res.RequeueAfter == 0 {
-			res.RequeueAfter = stack.GetRetryInterval()
-		}
-		recErr = nil
-	default:
-		reason := reasonOf(recErr, v1alpha1.OperationFailedReason)
-		conditions.Delete(stack, v1alpha1.StalledCondition)
-		conditions.MarkReconciling(stack, meta.ProgressingWithRetryReason, "Retrying: %s", scrubMsg(st, recErr.Error()))
-		conditions.MarkFalse(stack, v1alpha1.ReadyCondition, reason, "%s", scrubMsg(st, recErr.Error()))
-		// Failures back off through the status (decide), not the workqueue, so a
-		// new revision is never held back by an old failure's backoff.
-		res.RequeueAfter = st.requeueAfter
-		if res.RequeueAfter == 0 {
-			res.RequeueAfter = stack.GetRetryInterval()
-		}
-		recErr = nil
-	}
-	patchCtx, cancel := statusContext(ctx, st)
-	defer cancel()
-	if err := st.patcher.Patch(patchCtx, stack,
-		patch.WithOwnedConditions{Conditions: ownedConditions},
-		patch.WithFieldOwner("stackpilot-controller"),
-	); err != nil {
-		if !stack.DeletionTimestamp.IsZero() && apierrors.IsNotFound(err) {
-			return res, recErr
-		}
-		return ctrl.Result{}, kerrors.NewAggregate([]error{recErr, err})
-	}
-	return res, recErr
-}
-
-var ownedConditions = []string{
-	v1alpha1.ReadyCondition, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition,
-}
-
 func scrubMsg(st *reconcileState, msg string) string {
 	if st.inputs == nil {
 		return msg
@@ -214,12 +136,45 @@ func scrubMsg(st *reconcileState, msg string) string {
 	return scrub(msg, st.inputs.secrets)
 }
 
-// event records a Kubernetes event about a Stack.
+// event records a Kubernetes event about a Stack. Every event goes through
+// here, so that its note is always within the API server's limit (eventNote).
 func (r *StackReconciler) event(stack *v1alpha1.Stack, eventType, reason, action, note string) {
 	if r.EventRecorder == nil {
 		return
 	}
-	r.EventRecorder.Eventf(stack, nil, eventType, reason, action, "%s", note)
+	r.EventRecorder.Eventf(stack, nil, eventType, reason, action, "%s", eventNote(note))
+}
+
+// maxEventNote is the API server's limit on an event's note, in bytes: it
+// rejects a longer one, and the recorder drops the event without a word.
+const maxEventNote = 1024
+
+// eventNote keeps a note within maxEventNote. A longer one (an operation
+// failure with Pulumi's diagnostics) is cut to its first line, which names the
+// operation and the first diagnostic, and points to the status for the rest.
+func eventNote(note string) string {
+	if len(note) <= maxEventNote {
+		return note
+	}
+	const more = " (see the Stack's status for the rest)"
+	first, _, _ := strings.Cut(note, "\n")
+	first = strings.TrimSpace(first)
+	if len(first)+len(more) > maxEventNote {
+		first = cutUTF8(first, maxEventNote-len(more)-len("…")) + "…"
+	}
+	return first + more
+}
+
+// cutUTF8 is the longest prefix of s of at most n bytes that does not split a
+// UTF-8 sequence.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func (r *StackReconciler) recordf(stack *v1alpha1.Stack, eventType, reason, action, format string, args ...any) {

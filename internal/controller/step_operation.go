@@ -29,7 +29,7 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 	stack.Status.LastAppliedRevision = st.revision
 	stack.Status.InputsDigest = st.inputs.Digest
 	stack.Status.LastAppliedArtifact = &v1alpha1.ArtifactReference{Revision: st.revision, Digest: st.artifact.Digest}
-	stack.Status.Outputs = statusOutputs(res.Outputs)
+	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
 	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", st.revision)
 	return stepContinue, nil

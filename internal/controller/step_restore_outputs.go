@@ -3,53 +3,94 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"maps"
 	"slices"
+	"strings"
+	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
-// restoreOutputs runs when there is nothing to apply: it checks that the
-// outputs Secret and ConfigMap still hold what the last up published, and
-// restores them when someone deleted or edited them, as Flux corrects drift of
-// what it applied at each interval. The values, secret ones included, are read
-// from the stack's state (runner.OpOutputs): no up, no change to the stack.
+// restoreOutputs runs when there is nothing to apply. It retries a failed
+// publish when its backoff is due, and otherwise checks that the outputs
+// Secret and ConfigMap still hold what the last up published, restoring them
+// when someone deleted or edited them, as Flux corrects drift of what it
+// applied at each interval. The values, secret ones included, are read from
+// the stack's state (runner.OpOutputs): no up, no change to the stack.
 func (r *StackReconciler) restoreOutputs(ctx context.Context, st *reconcileState) (stepResult, error) {
 	if st.decision.Action != ActionNone {
 		return stepContinue, nil
 	}
 	stack := st.stack
-	if stack.Spec.Outputs == nil || stack.Status.LastAppliedArtifact == nil {
+	if stack.Spec.Outputs == nil {
+		forgetOutputsPublished(stack)
 		return stepDone, nil
+	}
+	if stack.Status.LastAppliedArtifact == nil {
+		return stepDone, nil
+	}
+	if c := conditions.Get(stack, v1alpha1.OutputsPublishedCondition); c != nil && c.Status == metav1.ConditionFalse {
+		if wait := publishRetryWait(stack, time.Now()); wait > 0 && !isRequested(stack) {
+			return stepDone, &WaitingError{Reason: c.Reason, Err: errors.New(c.Message), RequeueAfter: wait}
+		}
+		return r.republish(ctx, st, fmt.Sprintf("retrying the failed publish (attempt %d)", stack.Status.OutputsPublishFailures+1))
 	}
 	drift, err := r.outputsDrift(ctx, stack)
 	if err != nil {
 		return stepDone, transient(v1alpha1.OperationFailedReason, fmt.Errorf("check the published outputs: %w", err))
 	}
 	if drift == "" {
+		if conditions.Get(stack, v1alpha1.OutputsPublishedCondition) == nil {
+			markOutputsPublished(stack) // published before the condition existed
+		}
 		return stepDone, nil
 	}
+	return r.republish(ctx, st, drift)
+}
+
+// publishRetryWait is how long a failed publish still waits for its retry. A
+// spec changed since the failure (say, spec.outputs names another Secret) is
+// tried at once, as new inputs are.
+func publishRetryWait(stack *v1alpha1.Stack, now time.Time) time.Duration {
+	last := stack.Status.LastOutputsPublishAttempt
+	if last == nil {
+		return 0
+	}
+	if c := conditions.Get(stack, v1alpha1.OutputsPublishedCondition); c != nil && c.ObservedGeneration != stack.Generation {
+		return 0
+	}
+	due := last.Add(backoff(stack.Status.OutputsPublishFailures, stack.GetRetryInterval(), stack.GetRequeueAfter()))
+	return max(due.Sub(now), 0)
+}
+
+// republish reads the outputs from the stack's state and writes them again.
+// Any failure is a publish failure (OutputsPublished=False, backoff).
+func (r *StackReconciler) republish(ctx context.Context, st *reconcileState, why string) (stepResult, error) {
+	stack := st.stack
 	art, err := r.appliedArtifact(ctx, stack)
 	if err != nil {
-		return stepDone, transient(v1alpha1.OperationFailedReason, fmt.Errorf("restore outputs (%s): %w", drift, err))
+		return stepDone, r.publishFailed(st, transient(v1alpha1.PublishFailedReason, fmt.Errorf("%s: %w", why, err)))
 	}
 	res := r.execute(ctx, st, newOperationID(runner.OpOutputs), runner.OpOutputs, art)
 	operationsTotal.WithLabelValues(string(runner.OpOutputs), string(res.Outcome)).Inc()
 	if res.Outcome != runner.OutcomeSucceeded {
-		msg := truncate(scrub(res.Message, st.inputs.secrets), 2000)
-		return stepDone, transient(failureReason(res.ErrorClass), fmt.Errorf("restore outputs (%s): reading them from the stack failed: %s", drift, msg))
+		msg := boundMessage(scrub(res.Message, st.inputs.secrets), 2000)
+		return stepDone, r.publishFailed(st, transient(v1alpha1.PublishFailedReason,
+			fmt.Errorf("%s: reading the outputs from the stack's state failed: %s", why, msg)))
 	}
-	st.result = res
-	if _, err := r.publishOutputs(ctx, st); err != nil {
-		return stepDone, err
+	if err := r.writeOutputs(ctx, stack, res.Outputs); err != nil {
+		return stepDone, r.publishFailed(st, err)
 	}
-	r.recordf(stack, corev1.EventTypeNormal, "OutputsRestored", "RestoreOutputs", "%s; restored from the stack's state", drift)
+	markOutputsPublished(stack)
+	r.recordf(stack, corev1.EventTypeNormal, "OutputsRestored", "RestoreOutputs", "%s; restored from the stack's state", why)
 	return stepDone, nil
 }
 
@@ -63,6 +104,15 @@ func (r *StackReconciler) outputsDrift(ctx context.Context, stack *v1alpha1.Stac
 	if err != nil {
 		return "", err
 	}
+	// The ConfigMap holds the non-secret outputs: those with a value in the
+	// status and those too large to show there.
+	omitted := int(stack.Status.OutputsOmitted)
+	shownPublic := map[string]struct{}{}
+	for k, raw := range stack.Status.Outputs {
+		if raw != v1alpha1.SecretOutputValue {
+			shownPublic[k] = struct{}{}
+		}
+	}
 	if name := target.SecretName; name != "" {
 		sec := &corev1.Secret{}
 		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, sec); {
@@ -71,8 +121,8 @@ func (r *StackReconciler) outputsDrift(ctx context.Context, stack *v1alpha1.Stac
 		case err != nil:
 			return "", err
 		}
-		if !slices.Equal(sortedKeys(sec.Data), sortedKeys(all)) {
-			return fmt.Sprintf("outputs Secret %s has keys %v, not %v", name, sortedKeys(sec.Data), sortedKeys(all)), nil
+		if !sameKeys(sortedKeys(sec.Data), sortedKeys(all), omitted, omitted) {
+			return fmt.Sprintf("outputs Secret %s has keys %v, not %v", name, boundKeys(sortedKeys(sec.Data)), boundKeys(sortedKeys(all))), nil
 		}
 		for k, v := range public {
 			if string(sec.Data[k]) != v {
@@ -88,11 +138,41 @@ func (r *StackReconciler) outputsDrift(ctx context.Context, stack *v1alpha1.Stac
 		case err != nil:
 			return "", err
 		}
-		if !maps.Equal(cm.Data, public) || len(cm.BinaryData) > 0 {
+		if len(cm.BinaryData) > 0 || !sameKeys(sortedKeys(cm.Data), sortedKeys(shownPublic), 0, omitted) {
 			return fmt.Sprintf("outputs ConfigMap %s was changed", name), nil
+		}
+		for k, v := range public {
+			if cm.Data[k] != v {
+				return fmt.Sprintf("outputs ConfigMap %s: %s was changed", name, k), nil
+			}
 		}
 	}
 	return "", nil
+}
+
+// sameKeys: published holds exactly the keys of status, plus between minExtra
+// and maxExtra more when outputs were left out of the status (outputsOmitted).
+func sameKeys(published, status []string, minExtra, maxExtra int) bool {
+	if maxExtra == 0 {
+		return slices.Equal(published, status)
+	}
+	if extra := len(published) - len(status); extra < minExtra || extra > maxExtra {
+		return false
+	}
+	for _, k := range status {
+		if _, found := slices.BinarySearch(published, k); !found {
+			return false
+		}
+	}
+	return true
+}
+
+// boundKeys keeps a list of keys short enough for a message.
+func boundKeys(keys []string) []string {
+	if len(keys) <= 20 {
+		return keys
+	}
+	return append(keys[:20:20], fmt.Sprintf("... %d more", len(keys)-20))
 }
 
 // publishedFromStatus turns status.outputs (JSON values, secret ones shown as
@@ -102,8 +182,8 @@ func publishedFromStatus(outputs map[string]string) (all map[string]struct{}, pu
 	all, public = map[string]struct{}{}, map[string]string{}
 	for k, raw := range outputs {
 		all[k] = struct{}{}
-		if raw == v1alpha1.SecretOutputValue {
-			continue
+		if raw == v1alpha1.SecretOutputValue || strings.HasPrefix(raw, v1alpha1.OmittedOutputPrefix) {
+			continue // the value is not in the status: only its key is checked
 		}
 		var v any
 		if err := json.Unmarshal([]byte(raw), &v); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
+	"github.com/stackpilot/stackpilot/internal/runner"
 	"github.com/stackpilot/stackpilot/internal/source"
 	"github.com/stackpilot/stackpilot/internal/source/git"
 )
@@ -63,8 +64,17 @@ func (r *StackReconciler) fetchArtifact(ctx context.Context, st *reconcileState)
 	if err != nil {
 		return stepDone, sourceError(err)
 	}
-	if _, err := artifact.SubdirPath(art.Path, st.stack.Spec.Source.Dir); err != nil {
-		return stepDone, stalling(v1alpha1.ArtifactFailedReason, "spec.source.dir %q in revision %s: %v", st.stack.Spec.Source.Dir, st.revision, err)
+	// A program missing from this revision is Stalled for the revision alone:
+	// retrying it cannot help, but the commit that adds it must be seen.
+	dir := st.stack.Spec.Source.Dir
+	project, err := artifact.SubdirPath(art.Path, dir)
+	if err != nil {
+		return stepDone, stallingAt(st.revision, v1alpha1.ArtifactFailedReason,
+			"spec.source.dir %q in revision %s: %v; fix spec.source.dir or commit the folder (checked again every spec.interval)", dir, st.revision, err)
+	}
+	if _, err := runner.ProjectName(project); err != nil {
+		return stepDone, stallingAt(st.revision, v1alpha1.ProgramErrorReason,
+			"spec.source.dir %q in revision %s: %v; commit a Pulumi project there (checked again every spec.interval)", dir, st.revision, err)
 	}
 	st.artifact = art
 	return stepContinue, nil

@@ -177,6 +177,8 @@ func stackEvents(t *testing.T, ns, name string) []string {
 	return out
 }
 
+// hasLine is true when one of lines contains sub. Make sub specific: "created"
+// alone is in "0 created" too.
 func hasLine(lines []string, sub string) bool {
 	for _, l := range lines {
 		if strings.Contains(l, sub) {
@@ -191,15 +193,29 @@ func jsonString(v any) (string, error) {
 	return string(raw), err
 }
 
-// requestReconcile sets the reconcile-now annotation.
-func requestReconcile(t *testing.T, key client.ObjectKey) {
+// requestReconcile sets the reconcile-now annotation and returns its value:
+// status.lastHandledReconcileAt shows it once the reconcile it asked for ended.
+func requestReconcile(t *testing.T, key client.ObjectKey) string {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.ReconcileRequestAnnotation, time.Now().Format(time.RFC3339Nano))
+	value := time.Now().Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.ReconcileRequestAnnotation, value)
 	s := &v1alpha1.Stack{}
 	s.Name, s.Namespace = key.Name, key.Namespace
 	if err := env.Client.Patch(context.Background(), s, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
+	return value
+}
+
+// waitHandled waits until the reconcile asked for with value has ended.
+func waitHandled(t *testing.T, key client.ObjectKey, value string) *v1alpha1.Stack {
+	t.Helper()
+	var last *v1alpha1.Stack
+	NewWithT(t).Eventually(func(g Gomega) {
+		last = getStack(g, key)
+		g.Expect(last.Status.LastHandledReconcileAt).To(Equal(value))
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+	return last
 }
 
 func replaceOnce(s, old, new string) string {

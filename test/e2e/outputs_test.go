@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,10 @@ func TestOutputsRestored(t *testing.T) {
 	g.Expect(f.ctrl.Operations(t, "outputs")).To(Equal(1))
 	g.Expect(f.ctrl.Logs(t)).NotTo(ContainSubstring("s3cr3t-t0ken-value"))
 
-	// Intact outputs are left alone: another reconcile reads nothing from Pulumi.
-	requestReconcile(t, key)
+	// Intact outputs are left alone: another reconcile, seen to have run,
+	// reads nothing from Pulumi.
+	s = waitHandled(t, key, requestReconcile(t, key))
+	g.Expect(f.ctrl.Operations(t, "outputs")).To(Equal(1), "the requested reconcile ran no outputs operation")
+	g.Expect(conditions.IsTrue(s, v1alpha1.OutputsPublishedCondition)).To(BeTrue())
 	g.Consistently(func() int { return f.ctrl.Operations(t, "outputs") }, 5*time.Second, time.Second).Should(Equal(1))
 }

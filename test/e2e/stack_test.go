@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,7 @@ func TestStackFromGit(t *testing.T) {
 	g.Expect(s.Status.History).To(HaveLen(1))
 	g.Expect(s.Status.History[0].Outcome).To(Equal(v1alpha1.OutcomeSucceeded))
 	g.Expect(s.Status.History[0].Changes.Create).To(BeNumerically(">=", 1))
+	firstUp := s.Status.History[0]
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
 	var outSecret corev1.Secret
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "bridge-outputs"}, &outSecret)).To(Succeed())
@@ -82,7 +84,8 @@ func TestStackFromGit(t *testing.T) {
 	// Events name each operation's start and end with change counts.
 	events := stackEvents(t, f.ns, "bridge")
 	g.Expect(hasLine(events, "OperationStarted")).To(BeTrue(), "events: %v", events)
-	g.Expect(hasLine(events, "created")).To(BeTrue(), "events: %v", events)
+	created := fmt.Sprintf("%s of revision %s succeeded: %d created,", firstUp.ID, firstUp.Revision, firstUp.Changes.Create)
+	g.Expect(hasLine(events, created)).To(BeTrue(), "events: %v", events)
 
 	// No secret value anywhere a person or a log shipper can see.
 	assertNoSecrets(t, f, key, "s3cr3t-t0ken-value", "r0tated-t0ken-value", passphrase)
