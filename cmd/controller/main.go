@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,6 +48,10 @@ type flags struct {
 	pulumiCommand           string
 	watchNamespace          string
 	gracefulShutdownTimeout time.Duration
+	// tenancy and the inputs digest key
+	defaultServiceAccount string
+	digestKeySecret       string
+	namespace             string
 }
 
 func parseFlags() (*flags, *zap.Options) {
@@ -62,6 +67,9 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for running reconciles on shutdown.")
+	flag.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount, in each Stack's namespace, that programs act as when spec.serviceAccountName is not set (default: none, and such programs act as the controller itself).")
+	flag.StringVar(&f.digestKeySecret, "digest-key-secret", "stackpilot-digest-key", "Name of the Secret, in the controller's namespace, holding the key of the inputs digest; created when absent.")
+	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	opts := &zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -105,7 +113,8 @@ func run() error {
 	if f.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{f.watchNamespace: {}}
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	restConfig := ctrl.GetConfigOrDie()
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		return err
 	}
@@ -115,12 +124,20 @@ func run() error {
 		DefaultBackend:          f.defaultBackend,
 		DefaultPassphraseSecret: f.defaultPassphraseSecret,
 		PulumiCommand:           f.pulumiCommand,
+		Tenancy: controller.Tenancy{
+			RESTConfig:            restConfig,
+			DefaultServiceAccount: f.defaultServiceAccount,
+			OwnClusterEnv:         ownClusterEnv(),
+		},
+		DigestKeySecret: types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),
 			PulumiHome:  filepath.Join(dataDir, "pulumi-home"),
 			Concurrency: f.concurrentOperations,
-			Env:         inheritEnv("PATH", "HOME", "TMPDIR", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"),
+			// Nothing that leads to the controller's credentials: how a program
+			// reaches the cluster is chosen per operation (controller.Tenancy).
+			Env: inheritEnv("PATH", "HOME", "TMPDIR"),
 		},
 	})
 	if err != nil {
@@ -136,7 +153,8 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations)
+	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations,
+		"defaultServiceAccount", f.defaultServiceAccount, "digestKeySecret", f.ownNamespace()+"/"+f.digestKeySecret)
 	return mgr.Start(ctx)
 }
 
@@ -148,6 +166,32 @@ func inheritEnv(names ...string) []string {
 		if v, ok := os.LookupEnv(n); ok {
 			env = append(env, n+"="+v)
 		}
+	}
+	return env
+}
+
+// ownNamespace is where the controller keeps its own objects (the digest key).
+func (f *flags) ownNamespace() string {
+	for _, ns := range []string{f.namespace, os.Getenv("POD_NAMESPACE"), f.watchNamespace} {
+		if ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}
+
+// ownClusterEnv is how the controller itself finds the cluster: a program that
+// acts as the controller (no ServiceAccount) gets the same. controller-runtime's
+// --kubeconfig flag wins over $KUBECONFIG, as it does for the controller.
+func ownClusterEnv() map[string]string {
+	env := map[string]string{}
+	for _, n := range []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"} {
+		if v, ok := os.LookupEnv(n); ok {
+			env[n] = v
+		}
+	}
+	if fl := flag.Lookup("kubeconfig"); fl != nil && fl.Value.String() != "" {
+		env["KUBECONFIG"] = fl.Value.String()
 	}
 	return env
 }
