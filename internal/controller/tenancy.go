@@ -27,6 +27,13 @@ import (
 // (TokenRequest) and writes a kubeconfig holding it into the operation's private
 // directory; the runner's environment points KUBECONFIG at that file and holds
 // nothing that leads to the controller's own credentials.
+//
+// Why KUBECONFIG and nothing else: without a `kubernetes:kubeconfig` config
+// value, the Kubernetes provider loads client-go's default rules ($KUBECONFIG,
+// else ~/.kube/config) through a deferred loader that falls back to the
+// in-cluster config (the Pod's mounted token) when KUBERNETES_SERVICE_HOST and
+// _PORT are set and the loaded kubeconfig is empty. So the runner gets neither
+// variable (see cmd/controller's executor Env) and a complete kubeconfig.
 
 // Tenancy says which identity programs act as on the cluster.
 type Tenancy struct {
@@ -80,18 +87,24 @@ func (r *inputsResolver) resolveServiceAccount(ctx context.Context, stack *v1alp
 
 // runnerEnv is the environment of one operation: the resolved inputs' Env plus
 // how to reach the cluster. With a ServiceAccount, KUBECONFIG names a kubeconfig
-// written into dir holding a fresh token for it, and the token is added to the
-// values scrubbed from messages. Without one, the controller's own cluster
-// variables are passed (the program acts as the controller).
+// written into dir holding a fresh token for it (it wins over an env entry of
+// the spec), and the token is added to the values scrubbed from messages.
+// Without one, the controller's own cluster variables are passed (the program
+// acts as the controller).
 func (r *StackReconciler) runnerEnv(ctx context.Context, st *reconcileState, dir string) (map[string]string, error) {
+	sa := st.inputs.ServiceAccount
+	if sa == "" {
+		// As before tenancy: the spec's env may point elsewhere and wins.
+		env := maps.Clone(r.Tenancy.OwnClusterEnv)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, st.inputs.Env)
+		return env, nil
+	}
 	env := maps.Clone(st.inputs.Env)
 	if env == nil {
 		env = map[string]string{}
-	}
-	sa := st.inputs.ServiceAccount
-	if sa == "" {
-		maps.Copy(env, r.Tenancy.OwnClusterEnv)
-		return env, nil
 	}
 	if r.Tenancy.RESTConfig == nil {
 		return nil, fmt.Errorf("ServiceAccount %s: the controller has no REST config to build a kubeconfig from", sa)

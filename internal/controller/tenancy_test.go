@@ -83,7 +83,7 @@ func TestRunnerEnvWithServiceAccount(t *testing.T) {
 	}}
 	stack := stackFixture()
 	stack.Spec.Timeout = &metav1.Duration{Duration: 30 * time.Minute}
-	st := &reconcileState{stack: stack, inputs: &inputs{ServiceAccount: "deployer", Env: map[string]string{"PULUMI_CONFIG_PASSPHRASE": "pw"}}}
+	st := &reconcileState{stack: stack, inputs: &inputs{ServiceAccount: "deployer", Env: map[string]string{"PULUMI_CONFIG_PASSPHRASE": "pw", "KUBECONFIG": "/from/envFrom"}}}
 	dir := t.TempDir()
 
 	env, err := r.runnerEnv(ctx, st, dir)
@@ -92,7 +92,7 @@ func TestRunnerEnvWithServiceAccount(t *testing.T) {
 	g.Expect(env).To(HaveKeyWithValue("PULUMI_CONFIG_PASSPHRASE", "pw"))
 	g.Expect(env).NotTo(HaveKey("KUBERNETES_SERVICE_HOST"))
 	g.Expect(env).NotTo(HaveKey("KUBERNETES_SERVICE_PORT"))
-	g.Expect(st.inputs.Env).NotTo(HaveKey("KUBECONFIG"), "the resolved inputs are left as they were")
+	g.Expect(st.inputs.Env).To(HaveKeyWithValue("KUBECONFIG", "/from/envFrom"), "the resolved inputs are left as they were")
 	g.Expect(st.inputs.secrets).To(ContainElement("sa-token-abcdef123456"), "the token is scrubbed from messages")
 	g.Expect(*requested.Spec.ExpirationSeconds).To(BeEquivalentTo((35 * time.Minute).Seconds()), "the timeout plus a margin")
 
