@@ -82,8 +82,15 @@ func TestTenancyForbiddenThenGranted(t *testing.T) {
 			g.Expect(environ).NotTo(HaveKey("KUBECONFIG"), "the runner's own environment: %s", cmd)
 			continue
 		}
-		g.Expect(environ).To(HaveKey("KUBECONFIG"), cmd)
-		g.Expect(environ["KUBECONFIG"]).To(HavePrefix(f.dataDir), "the operation's own kubeconfig: %s", cmd)
+		// The Automation API runs some CLI commands (pulumi version) with the
+		// runner's environment alone; the ones that reach the cluster have the
+		// operation's kubeconfig.
+		if strings.Contains(cmd, "pulumi-resource-kubernetes") {
+			g.Expect(environ).To(HaveKey("KUBECONFIG"), cmd)
+		}
+		if kc, ok := environ["KUBECONFIG"]; ok {
+			g.Expect(kc).To(HavePrefix(f.dataDir), "the operation's own kubeconfig: %s", cmd)
+		}
 	}
 }
 
@@ -95,13 +102,20 @@ func TestTenancySecretReadRefused(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	createSecret(t, f.ns, "db-password", map[string]string{"password": "hunter2-do-not-read"})
+	// Importing an existing object reads it first. (Pulumi YAML's `get:` cannot
+	// read Kubernetes types: their apiVersion and kind constants trip its check
+	// that a read has no properties.)
 	reader := bridgeProgram("") + `  dbPassword: ${db.data.password}
 `
 	reader = replaceOnce(reader, "resources:\n", `resources:
   db:
     type: kubernetes:core/v1:Secret
-    get:
-      id: ${namespace}/db-password
+    properties:
+      metadata:
+        name: db-password
+        namespace: `+f.ns+`
+    options:
+      import: `+f.ns+`/db-password
 `)
 	commit := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": reader}, "read a secret")
 	createServiceAccount(t, f.ns, "configmaps-only")
