@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -154,7 +155,27 @@ func TestTenancyDefaultServiceAccount(t *testing.T) {
 	g.Expect(readyMessage(s)).To(ContainSubstring(`User "system:serviceaccount:` + f.ns + `:tenant-default" cannot`))
 
 	grant(t, f.ns, "tenant-default", "configmaps")
-	waitApplied(t, key, f.commit)
+	s = waitApplied(t, key, f.commit)
+
+	// The digest is keyed with the controller's key, kept in a Secret of its
+	// namespace (here the watched one) so that a restarted controller computes
+	// the same digests: a restart runs no up.
+	g.Expect(s.Status.InputsDigest).To(HavePrefix("hmac-sha256:"))
+	var keySecret corev1.Secret
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "stackpilot-digest-key"}, &keySecret)).To(Succeed())
+	g.Expect(keySecret.Data["key"]).To(HaveLen(32))
+	g.Expect(f.ctrl.Stop()).To(Succeed())
+	f.start(t, "--default-service-account=tenant-default")
+	requestReconcile(t, key)
+	g.Eventually(func(g Gomega) {
+		after := getStack(g, key)
+		g.Expect(after.Status.LastHandledReconcileAt).NotTo(Equal(s.Status.LastHandledReconcileAt), "the requested reconcile ran")
+		g.Expect(conditions.IsReady(after)).To(BeTrue())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	after := getStack(g, key)
+	g.Expect(after.Status.InputsDigest).To(Equal(s.Status.InputsDigest))
+	g.Expect(after.Status.History).To(HaveLen(len(s.Status.History)))
+	g.Expect(f.ctrl.Operations(t, "up")).To(BeZero(), "no up after a restart")
 }
 
 func createServiceAccount(t *testing.T, ns, name string) {
