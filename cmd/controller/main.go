@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -118,6 +119,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	ownEnv, err := ownClusterEnv(restConfig, dataDir)
+	if err != nil {
+		return err
+	}
 
 	r, err := controller.NewStackReconciler(mgr, controller.Config{
 		DataDir:                 dataDir,
@@ -127,7 +132,7 @@ func run() error {
 		Tenancy: controller.Tenancy{
 			RESTConfig:            restConfig,
 			DefaultServiceAccount: f.defaultServiceAccount,
-			OwnClusterEnv:         ownClusterEnv(),
+			OwnClusterEnv:         ownEnv,
 		},
 		DigestKeySecret: types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
 		Executor: &executor.Local{
@@ -180,18 +185,24 @@ func (f *flags) ownNamespace() string {
 	return "default"
 }
 
-// ownClusterEnv is how the controller itself finds the cluster: a program that
-// acts as the controller (no ServiceAccount) gets the same. controller-runtime's
-// --kubeconfig flag wins over $KUBECONFIG, as it does for the controller.
-func ownClusterEnv() map[string]string {
-	env := map[string]string{}
-	for _, n := range []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"} {
-		if v, ok := os.LookupEnv(n); ok {
-			env[n] = v
-		}
-	}
+// ownClusterEnv is how a program that acts as the controller (a Stack without
+// a ServiceAccount) finds the cluster: the controller's own kubeconfig
+// (controller-runtime's --kubeconfig flag, else $KUBECONFIG) or, in a Pod, a
+// kubeconfig naming the Pod's token file. Never KUBERNETES_SERVICE_HOST/_PORT:
+// the runner's environment has none (see controller.Tenancy).
+func ownClusterEnv(cfg *rest.Config, dataDir string) (map[string]string, error) {
 	if fl := flag.Lookup("kubeconfig"); fl != nil && fl.Value.String() != "" {
-		env["KUBECONFIG"] = fl.Value.String()
+		return map[string]string{"KUBECONFIG": fl.Value.String()}, nil
 	}
-	return env
+	if v := os.Getenv("KUBECONFIG"); v != "" {
+		return map[string]string{"KUBECONFIG": v}, nil
+	}
+	if cfg.BearerTokenFile == "" {
+		return map[string]string{}, nil // e.g. ~/.kube/config, which the runner finds through HOME
+	}
+	path := filepath.Join(dataDir, "controller-kubeconfig")
+	if err := controller.WriteInClusterKubeconfig(path, cfg); err != nil {
+		return nil, fmt.Errorf("kubeconfig for Stacks without a ServiceAccount: %w", err)
+	}
+	return map[string]string{"KUBECONFIG": path}, nil
 }

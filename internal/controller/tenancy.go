@@ -44,8 +44,9 @@ type Tenancy struct {
 	// empty means such Stacks act as the controller.
 	DefaultServiceAccount string
 	// OwnClusterEnv is what a program acting as the controller gets to find the
-	// cluster (the controller's KUBECONFIG, KUBERNETES_SERVICE_HOST and _PORT).
-	// It is never given to a program that acts as a ServiceAccount.
+	// cluster: KUBECONFIG naming the controller's kubeconfig or, in a Pod, one
+	// that names the Pod's token file (WriteInClusterKubeconfig). It is never
+	// given to a program that acts as a ServiceAccount.
 	OwnClusterEnv map[string]string
 }
 
@@ -115,7 +116,7 @@ func (r *StackReconciler) runnerEnv(ctx context.Context, st *reconcileState, dir
 	}
 	st.inputs.secrets = append(st.inputs.secrets, token)
 	path := filepath.Join(dir, kubeconfigFile)
-	if err := writeKubeconfig(path, r.Tenancy.RESTConfig, token, st.stack.Namespace); err != nil {
+	if err := writeKubeconfig(path, r.Tenancy.RESTConfig, &clientcmdapi.AuthInfo{Token: token}, st.stack.Namespace); err != nil {
 		return nil, fmt.Errorf("ServiceAccount %s: write the operation's kubeconfig: %w", sa, err)
 	}
 	env["KUBECONFIG"] = path
@@ -138,10 +139,24 @@ func (r *StackReconciler) requestToken(ctx context.Context, ns, name string, tim
 	return tr.Status.Token, nil
 }
 
+// WriteInClusterKubeconfig writes, for a controller that runs in a Pod, a
+// kubeconfig that acts as the controller: its API server and CA, and the path of
+// its mounted token (tokenFile, re-read as the kubelet rotates it; the token
+// itself is not copied). Programs of Stacks without a ServiceAccount get it, so
+// that no runner ever needs KUBERNETES_SERVICE_HOST/_PORT (which would also turn
+// their values into "secrets" scrubbed from every message).
+func WriteInClusterKubeconfig(path string, cfg *rest.Config) error {
+	if cfg.BearerTokenFile == "" {
+		return fmt.Errorf("the controller's REST config has no token file: not in-cluster")
+	}
+	_ = os.Remove(path) // from an earlier start
+	return writeKubeconfig(path, cfg, &clientcmdapi.AuthInfo{TokenFile: cfg.BearerTokenFile}, "")
+}
+
 // writeKubeconfig writes a kubeconfig for the API server of cfg that
-// authenticates with token only and selects namespace. The file is created
-// exclusively with mode 0600: it holds a credential.
-func writeKubeconfig(path string, cfg *rest.Config, token, namespace string) error {
+// authenticates with auth only (never cfg's credentials) and selects namespace.
+// The file is created exclusively with mode 0600: it may hold a credential.
+func writeKubeconfig(path string, cfg *rest.Config, auth *clientcmdapi.AuthInfo, namespace string) error {
 	server := cfg.Host
 	if !strings.Contains(server, "://") {
 		server = "https://" + server
@@ -160,7 +175,7 @@ func writeKubeconfig(path string, cfg *rest.Config, token, namespace string) err
 			TLSServerName:            cfg.ServerName,
 			InsecureSkipTLSVerify:    cfg.Insecure,
 		}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"stack": {Token: token}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"stack": auth},
 		Contexts:       map[string]*clientcmdapi.Context{"stack": {Cluster: "cluster", AuthInfo: "stack", Namespace: namespace}},
 		CurrentContext: "stack",
 	}

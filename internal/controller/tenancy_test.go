@@ -158,3 +158,33 @@ func TestRunnerEnvTokenRefused(t *testing.T) {
 	_, err := r.runnerEnv(context.Background(), st, t.TempDir())
 	g.Expect(err).To(MatchError(ContainSubstring("create on serviceaccounts/token")))
 }
+
+// In a Pod, a Stack without a ServiceAccount acts as the controller through a
+// kubeconfig naming the Pod's token file: no KUBERNETES_SERVICE_* for the runner,
+// and the token itself is not copied.
+func TestWriteInClusterKubeconfig(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	g.Expect(os.WriteFile(caFile, []byte("ca-bytes"), 0o600)).To(Succeed())
+	tokenFile := filepath.Join(dir, "token")
+	g.Expect(os.WriteFile(tokenFile, []byte("mounted-token-value"), 0o600)).To(Succeed())
+	cfg := &rest.Config{Host: "https://10.96.0.1:443", BearerToken: "mounted-token-value", BearerTokenFile: tokenFile,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}
+	path := filepath.Join(dir, "data", "controller-kubeconfig")
+	g.Expect(WriteInClusterKubeconfig(path, cfg)).To(Succeed())
+	g.Expect(WriteInClusterKubeconfig(path, cfg)).To(Succeed(), "rewritten at the next start")
+
+	raw, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(raw)).NotTo(ContainSubstring("mounted-token-value"))
+	kc, err := clientcmd.Load(raw)
+	g.Expect(err).NotTo(HaveOccurred())
+	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rc.Host).To(Equal("https://10.96.0.1:443"))
+	g.Expect(rc.BearerTokenFile).To(Equal(tokenFile))
+	g.Expect(rc.CAData).To(Equal([]byte("ca-bytes")))
+
+	g.Expect(WriteInClusterKubeconfig(path, &rest.Config{Host: "https://h"})).To(MatchError(ContainSubstring("not in-cluster")))
+}
