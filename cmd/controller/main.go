@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -191,11 +192,21 @@ func (f *flags) ownNamespace() string {
 // kubeconfig naming the Pod's token file. Never KUBERNETES_SERVICE_HOST/_PORT:
 // the runner's environment has none (see controller.Tenancy).
 func ownClusterEnv(cfg *rest.Config, dataDir string) (map[string]string, error) {
+	kubeconfig := os.Getenv("KUBECONFIG")
 	if fl := flag.Lookup("kubeconfig"); fl != nil && fl.Value.String() != "" {
-		return map[string]string{"KUBECONFIG": fl.Value.String()}, nil
+		kubeconfig = fl.Value.String()
 	}
-	if v := os.Getenv("KUBECONFIG"); v != "" {
-		return map[string]string{"KUBECONFIG": v}, nil
+	if kubeconfig != "" {
+		// The runner works in the operation's directory: relative paths would not resolve there.
+		paths := filepath.SplitList(kubeconfig)
+		for i, p := range paths {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, err
+			}
+			paths[i] = abs
+		}
+		return map[string]string{"KUBECONFIG": strings.Join(paths, string(os.PathListSeparator))}, nil
 	}
 	if cfg.BearerTokenFile == "" {
 		return map[string]string{}, nil // e.g. ~/.kube/config, which the runner finds through HOME
