@@ -188,3 +188,21 @@ func TestWriteInClusterKubeconfig(t *testing.T) {
 
 	g.Expect(WriteInClusterKubeconfig(path, &rest.Config{Host: "https://h"})).To(MatchError(ContainSubstring("not in-cluster")))
 }
+
+// A namespace being deleted takes the Stack's ServiceAccount with it: the
+// finalizer must not wait for it for ever (it would hold the namespace).
+func TestServiceAccountGoneWithNamespace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	now := metav1.Now()
+	terminating := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra", DeletionTimestamp: &now, Finalizers: []string{"kubernetes"}}}
+	r := &StackReconciler{APIReader: fake.NewClientBuilder().WithObjects(terminating).Build()}
+	in := &inputs{}
+	err := (&inputsResolver{client: fake.NewClientBuilder().Build()}).resolveServiceAccount(ctx,
+		func() *v1alpha1.Stack { s := stackFixture(); s.Spec.ServiceAccountName = "deployer"; return s }(), in)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(r.inputsGoneWithNamespace(ctx, stackFixture(), err)).To(BeTrue())
+
+	live := &StackReconciler{APIReader: fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra"}}).Build()}
+	g.Expect(live.inputsGoneWithNamespace(ctx, stackFixture(), err)).To(BeFalse(), "a live namespace: wait for the ServiceAccount")
+}
