@@ -103,6 +103,15 @@ const (
 	// or lacks a requested key.
 	InputsNotFoundReason = "InputsNotFound"
 
+	// ServiceAccountNotFoundReason: the ServiceAccount the program acts as
+	// (spec.serviceAccountName or the controller's --default-service-account)
+	// does not exist in the Stack's namespace. Retried at the retry interval.
+	ServiceAccountNotFoundReason = "ServiceAccountNotFound"
+
+	// DigestKeyUnavailableReason: the controller could not read or create the
+	// Secret holding the key of the inputs digest (--digest-key-secret).
+	DigestKeyUnavailableReason = "DigestKeyUnavailable"
+
 	// ProgramErrorReason: the Pulumi program or its configuration is wrong; the
 	// message carries Pulumi's diagnostics.
 	ProgramErrorReason = "ProgramError"

@@ -38,6 +38,16 @@ type StackSpec struct {
 	// +optional
 	BackendSecretRef *LocalObjectReference `json:"backendSecretRef,omitempty"`
 
+	// ServiceAccountName is the ServiceAccount, in the Stack's namespace, that the
+	// program acts as on this cluster: each operation's kubeconfig carries a
+	// short-lived token for it. Defaults to the controller's
+	// --default-service-account; when neither is set the program acts as the
+	// controller itself.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
 	// SecretsProvider is how Pulumi encrypts the stack's secrets. When absent, the
 	// passphrase comes from the Secret named by the controller's
 	// --default-passphrase-secret flag, in the Stack's namespace.

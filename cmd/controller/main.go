@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -52,6 +55,10 @@ type flags struct {
 	pulumiCommand           string
 	watchNamespace          string
 	gracefulShutdownTimeout time.Duration
+	// tenancy and the inputs digest key
+	defaultServiceAccount string
+	digestKeySecret       string
+	namespace             string
 }
 
 func parseFlags() (*flags, *zap.Options) {
@@ -67,6 +74,9 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
+	flag.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount, in each Stack's namespace, that programs act as when spec.serviceAccountName is not set (default: none, and such programs act as the controller itself).")
+	flag.StringVar(&f.digestKeySecret, "digest-key-secret", "stackpilot-digest-key", "Name of the Secret, in the controller's namespace, holding the key of the inputs digest; created when absent.")
+	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	opts := &zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -113,7 +123,12 @@ func run() error {
 	if f.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{f.watchNamespace: {}}
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	restConfig := ctrl.GetConfigOrDie()
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	if err != nil {
+		return err
+	}
+	ownEnv, err := ownClusterEnv(restConfig, dataDir)
 	if err != nil {
 		return err
 	}
@@ -123,13 +138,21 @@ func run() error {
 		DefaultBackend:          f.defaultBackend,
 		DefaultPassphraseSecret: f.defaultPassphraseSecret,
 		PulumiCommand:           f.pulumiCommand,
+		Tenancy: controller.Tenancy{
+			RESTConfig:            restConfig,
+			DefaultServiceAccount: f.defaultServiceAccount,
+			OwnClusterEnv:         ownEnv,
+		},
+		DigestKeySecret: types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),
 			PulumiHome:  filepath.Join(dataDir, "pulumi-home"),
 			Concurrency: f.concurrentOperations,
 			CancelGrace: f.gracefulShutdownTimeout,
-			Env:         inheritEnv("PATH", "HOME", "TMPDIR", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"),
+			// Nothing that leads to the controller's credentials: how a program
+			// reaches the cluster is chosen per operation (controller.Tenancy).
+			Env: inheritEnv("PATH", "HOME", "TMPDIR"),
 		},
 	})
 	if err != nil {
@@ -145,7 +168,8 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations)
+	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations,
+		"defaultServiceAccount", f.defaultServiceAccount, "digestKeySecret", f.ownNamespace()+"/"+f.digestKeySecret)
 	return mgr.Start(ctx)
 }
 
@@ -168,4 +192,46 @@ func inheritEnv(names ...string) []string {
 		}
 	}
 	return env
+}
+
+// ownNamespace is where the controller keeps its own objects (the digest key).
+func (f *flags) ownNamespace() string {
+	for _, ns := range []string{f.namespace, os.Getenv("POD_NAMESPACE"), f.watchNamespace} {
+		if ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}
+
+// ownClusterEnv is how a program that acts as the controller (a Stack without
+// a ServiceAccount) finds the cluster: the controller's own kubeconfig
+// (controller-runtime's --kubeconfig flag, else $KUBECONFIG) or, in a Pod, a
+// kubeconfig naming the Pod's token file. Never KUBERNETES_SERVICE_HOST/_PORT:
+// the runner's environment has none (see controller.Tenancy).
+func ownClusterEnv(cfg *rest.Config, dataDir string) (map[string]string, error) {
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if fl := flag.Lookup("kubeconfig"); fl != nil && fl.Value.String() != "" {
+		kubeconfig = fl.Value.String()
+	}
+	if kubeconfig != "" {
+		// The runner works in the operation's directory: relative paths would not resolve there.
+		paths := filepath.SplitList(kubeconfig)
+		for i, p := range paths {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, err
+			}
+			paths[i] = abs
+		}
+		return map[string]string{"KUBECONFIG": strings.Join(paths, string(os.PathListSeparator))}, nil
+	}
+	if cfg.BearerTokenFile == "" {
+		return map[string]string{}, nil // e.g. ~/.kube/config, which the runner finds through HOME
+	}
+	path := filepath.Join(dataDir, "controller-kubeconfig")
+	if err := controller.WriteInClusterKubeconfig(path, cfg); err != nil {
+		return nil, fmt.Errorf("kubeconfig for Stacks without a ServiceAccount: %w", err)
+	}
+	return map[string]string{"KUBECONFIG": path}, nil
 }

@@ -49,12 +49,15 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	return st.patcher.Patch(ctx, stack)
 }
 
-// inputsGoneWithNamespace is true when destroy failed because a Secret or
-// ConfigMap it needs is missing and the Stack's namespace is being deleted:
+// inputsGoneWithNamespace is true when destroy failed because a Secret,
+// ConfigMap or ServiceAccount it needs is missing and the Stack's namespace is
+// being deleted:
 // the namespace controller deletes everything in it at once, so the passphrase
 // Secret is often gone before the Stack's finalizer runs.
 func (r *StackReconciler) inputsGoneWithNamespace(ctx context.Context, stack *v1alpha1.Stack, err error) bool {
-	if reasonOf(err, "") != v1alpha1.InputsNotFoundReason {
+	switch reasonOf(err, "") {
+	case v1alpha1.InputsNotFoundReason, v1alpha1.ServiceAccountNotFoundReason: // the Stack's ServiceAccount goes with the namespace too
+	default:
 		return false
 	}
 	ns := &corev1.Namespace{}

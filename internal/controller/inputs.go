@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,6 +26,9 @@ type inputs struct {
 	Backend string
 	Config  []runner.ConfigValue
 	Env     map[string]string
+	// ServiceAccount is the ServiceAccount of the Stack's namespace that the
+	// program acts as; empty means the controller's own identity.
+	ServiceAccount string
 	// Digest identifies these inputs; it changes when any of them changes.
 	Digest string
 	// secrets are the values that must never be shown (scrubbed from messages).
@@ -39,6 +43,14 @@ type inputsResolver struct {
 	client                  client.Reader
 	defaultBackend          string // may hold {namespace}
 	defaultPassphraseSecret string
+	defaultServiceAccount   string
+	// digestKey keys the HMAC of Digest.
+	digestKey digestKeySource
+}
+
+// digestKeySource gives the key of the inputs digest (*DigestKey).
+type digestKeySource interface {
+	Get(ctx context.Context) ([]byte, error)
 }
 
 // resolve builds the inputs of stack. Missing references are a WaitingError
@@ -121,8 +133,18 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 	if err := r.resolvePassphrase(ctx, stack, in); err != nil {
 		return nil, err
 	}
+	if err := r.resolveServiceAccount(ctx, stack, in); err != nil {
+		return nil, err
+	}
 	in.secrets = slices.DeleteFunc(in.secrets, func(s string) bool { return s == "" })
-	in.Digest = digestInputs(stack, in)
+	if r.digestKey == nil {
+		return nil, transient(v1alpha1.DigestKeyUnavailableReason, fmt.Errorf("the controller has no inputs digest key"))
+	}
+	key, err := r.digestKey.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in.Digest = digestInputs(key, stack, in)
 	return in, nil
 }
 
@@ -207,9 +229,19 @@ func (r *inputsResolver) secretData(ctx context.Context, ns, name, field string,
 }
 
 // digestInputs hashes what decides the result of an operation besides the
-// program: the spec fields the runner uses and the resolved values. Values from
-// Secrets enter only through this one-way hash.
-func digestInputs(stack *v1alpha1.Stack, in *inputs) string {
+// program: the spec fields the runner uses, the resolved values and the identity
+// the program acts as. Values from Secrets enter only through this HMAC, keyed
+// with the controller's secret key: the digest is shown to anyone who may read
+// the Stack, and an unkeyed hash would let them test guesses of a weak
+// passphrase offline.
+func digestInputs(key []byte, stack *v1alpha1.Stack, in *inputs) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(digestDocument(stack, in))
+	return digestPrefix + hex.EncodeToString(mac.Sum(nil))
+}
+
+// digestDocument is the canonical JSON of what the digest covers.
+func digestDocument(stack *v1alpha1.Stack, in *inputs) []byte {
 	envKeys := sortedKeys(in.Env)
 	env := make([][2]string, 0, len(envKeys))
 	for _, k := range envKeys {
@@ -223,11 +255,16 @@ func digestInputs(stack *v1alpha1.Stack, in *inputs) string {
 		Env       [][2]string          `json:"env"`
 		Refresh   bool                 `json:"refresh"`
 		Targets   []string             `json:"targets"`
-	}{stack.Spec.Source, stack.GetStackName(), in.Backend, in.Config, env, stack.Spec.Refresh, stack.Spec.Targets}
+		// A change of identity is a change of inputs: the same program may be
+		// refused, or reach other objects, as another ServiceAccount.
+		ServiceAccount string `json:"serviceAccount"`
+	}{stack.Spec.Source, stack.GetStackName(), in.Backend, in.Config, env, stack.Spec.Refresh, stack.Spec.Targets, in.ServiceAccount}
 	raw, _ := json.Marshal(doc)
-	sum := sha256.Sum256(raw)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return raw
 }
+
+// digestPrefix names the digest's algorithm in status.inputsDigest.
+const digestPrefix = "hmac-sha256:"
 
 // namespacedBackend gives each namespace its own state under the default backend,
 // so two Stacks with the same stackName in different namespaces never share state.

@@ -1,14 +1,19 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
@@ -49,7 +54,7 @@ func TestResolveInputs(t *testing.T) {
 	ctx := context.Background()
 	objs := []*corev1.Secret{secret("pass", map[string]string{"passphrase": "pw-123456"}), secret("creds", map[string]string{"apiKey": "k-987654"})}
 	c := fake.NewClientBuilder().WithObjects(objs[0], objs[1]).Build()
-	r := &inputsResolver{client: c, defaultBackend: "file:///data/state/{namespace}"}
+	r := &inputsResolver{client: c, defaultBackend: "file:///data/state/{namespace}", digestKey: testKey}
 
 	in, err := r.resolve(ctx, stackFixture())
 	g.Expect(err).NotTo(HaveOccurred())
@@ -60,7 +65,7 @@ func TestResolveInputs(t *testing.T) {
 	g.Expect(in.Config[0].Secret).To(BeTrue(), "values from Secrets are Pulumi secrets")
 	g.Expect(in.Config[2].Value).To(Equal(map[string]any{"team": "a"}), "structured config stays structured")
 	g.Expect(in.secrets).To(ContainElements("pw-123456", "k-987654"))
-	g.Expect(in.Digest).To(HavePrefix("sha256:"))
+	g.Expect(in.Digest).To(HavePrefix("hmac-sha256:"))
 	g.Expect(in.Digest).NotTo(ContainSubstring("k-987654"))
 
 	again, err := r.resolve(ctx, stackFixture())
@@ -98,7 +103,7 @@ func TestResolveInputsErrors(t *testing.T) {
 			if tt.objects {
 				b = b.WithObjects(secret("pass", map[string]string{"passphrase": "pw-123456"}), secret("creds", map[string]string{"apiKey": "k"}))
 			}
-			r := &inputsResolver{client: b.Build(), defaultBackend: "file:///d"}
+			r := &inputsResolver{client: b.Build(), defaultBackend: "file:///d", digestKey: testKey}
 			s := stackFixture()
 			if tt.mutate != nil {
 				tt.mutate(s)
@@ -108,7 +113,6 @@ func TestResolveInputsErrors(t *testing.T) {
 			g.Expect(err.Error()).To(ContainSubstring(tt.message))
 			var st *StallingError
 			g.Expect(errors.As(err, &st)).To(Equal(tt.stall))
-			g.Expect(err.Error()).NotTo(ContainSubstring("pw-123456"))
 		})
 	}
 }
@@ -117,4 +121,100 @@ func TestScrub(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(scrub("token abcdef and abcdefgh", []string{"abcdef", "abcdefgh"})).To(Equal("token [redacted] and [redacted]"))
 	g.Expect(redactURL("https://user:pw@example.com/r.git")).To(Equal("https://example.com/r.git"))
+}
+
+// staticKey is a fixed inputs digest key.
+type staticKey []byte
+
+func (k staticKey) Get(context.Context) ([]byte, error) { return k, nil }
+
+var testKey = staticKey(bytes.Repeat([]byte{7}, 32))
+
+// TestResolvedSecretsAreScrubbed feeds messages that really contain each secret
+// value the resolver reads (as Pulumi prints them when it echoes a bad
+// passphrase or a provider credential) through the scrubbing the controller
+// applies to history, conditions and events: every value must be gone. A value
+// that the resolver forgets to mark secret shows here.
+func TestResolvedSecretsAreScrubbed(t *testing.T) {
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "infra"}, Data: map[string]string{"region": "eu-west-9"}}
+	objs := []client.Object{
+		secret("pass", map[string]string{"passphrase": "pw-123456"}),
+		secret("default-pass", map[string]string{"passphrase": "dflt-pw-654321"}),
+		secret("creds", map[string]string{"apiKey": "k-987654"}),
+		secret("env", map[string]string{"TOKEN": "env-tok-111222"}),
+		secret("backend", map[string]string{"AWS_SECRET_ACCESS_KEY": "aws-sk-333444"}),
+		cm,
+	}
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	withEnvAndBackend := func(s *v1alpha1.Stack) {
+		s.Spec.EnvFrom = []v1alpha1.EnvFromSource{{SecretRef: &v1alpha1.OptionalObjectReference{Name: "env"}},
+			{ConfigMapRef: &v1alpha1.OptionalObjectReference{Name: "plain"}}}
+		s.Spec.BackendSecretRef = &v1alpha1.LocalObjectReference{Name: "backend"}
+	}
+	tests := []struct {
+		name    string
+		mutate  func(*v1alpha1.Stack)
+		secrets []string
+	}{
+		{name: "spec passphrase, configFrom, envFrom and backend Secrets", mutate: withEnvAndBackend,
+			secrets: []string{"pw-123456", "k-987654", "env-tok-111222", "aws-sk-333444"}},
+		{name: "the controller's default passphrase", mutate: func(s *v1alpha1.Stack) { s.Spec.SecretsProvider = nil },
+			secrets: []string{"dflt-pw-654321"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := &inputsResolver{client: c, defaultBackend: "file:///d", defaultPassphraseSecret: "default-pass", digestKey: testKey}
+			s := stackFixture()
+			tt.mutate(s)
+			in, err := r.resolve(ctx, s)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, v := range tt.secrets {
+				msg := "error: decrypting: incorrect passphrase or credential \"" + v + "\" (" + v + ")"
+				g.Expect(msg).To(ContainSubstring(v), "the message really holds the value")
+				g.Expect(scrub(msg, in.secrets)).NotTo(ContainSubstring(v), "scrubbed from what the Stack shows")
+			}
+			g.Expect(scrub("region eu-west-9", in.secrets)).To(ContainSubstring("eu-west-9"), "ConfigMap values are not secret")
+		})
+	}
+}
+
+// TestInputsDigestIsKeyed: the digest is an HMAC under the controller's key, so
+// who can read a Stack cannot test passphrase guesses against it offline.
+func TestInputsDigestIsKeyed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithObjects(secret("pass", map[string]string{"passphrase": "pw-123456"}),
+		secret("creds", map[string]string{"apiKey": "k-987654"})).Build()
+	resolve := func(key digestKeySource, mutate ...func(*v1alpha1.Stack)) *inputs {
+		s := stackFixture()
+		for _, m := range mutate {
+			m(s)
+		}
+		in, err := (&inputsResolver{client: c, defaultBackend: "file:///d", digestKey: key}).resolve(ctx, s)
+		g.Expect(err).NotTo(HaveOccurred())
+		return in
+	}
+	in := resolve(testKey)
+	g.Expect(resolve(testKey).Digest).To(Equal(in.Digest), "the same inputs under the same key are stable")
+	otherKey := staticKey(bytes.Repeat([]byte{8}, 32))
+	g.Expect(resolve(otherKey).Digest).NotTo(Equal(in.Digest), "the digest depends on the key")
+
+	// An attacker who knows every input but the passphrase recomputes the
+	// unkeyed hash of each guess: none may match what status shows.
+	hexDigest := strings.TrimPrefix(in.Digest, digestPrefix)
+	for _, guess := range []string{"pw-123456", "password", "pw-000000"} {
+		guessed := *in
+		guessed.Env = map[string]string{"PULUMI_CONFIG_PASSPHRASE": guess}
+		sum := sha256.Sum256(digestDocument(stackFixture(), &guessed))
+		g.Expect(hex.EncodeToString(sum[:])).NotTo(Equal(hexDigest), "guess %q", guess)
+	}
+	sum := sha256.Sum256(digestDocument(stackFixture(), in))
+	g.Expect(in.Digest).NotTo(HaveSuffix(hex.EncodeToString(sum[:])), "not the unsalted SHA-256 of the inputs")
+
+	g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: "infra"}})).To(Succeed())
+	asDeployer := resolve(testKey, func(s *v1alpha1.Stack) { s.Spec.ServiceAccountName = "deployer" })
+	g.Expect(asDeployer.ServiceAccount).To(Equal("deployer"))
+	g.Expect(asDeployer.Digest).NotTo(Equal(in.Digest), "a change of identity is a change of inputs")
 }

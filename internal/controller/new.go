@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/stackpilot/stackpilot/internal/artifact"
@@ -19,6 +20,12 @@ type Config struct {
 	DefaultPassphraseSecret string
 	PulumiCommand           string
 	Executor                Executor
+	// Tenancy chooses the identity programs act as; a nil RESTConfig is the
+	// manager's.
+	Tenancy Tenancy
+	// DigestKeySecret names the Secret holding the inputs digest's key, in the
+	// controller's namespace; it is created when absent.
+	DigestKeySecret types.NamespacedName
 	// Source resolves and fetches Git programs; a new one sharing resolutions
 	// across Stacks is made when nil.
 	Source *GitSource
@@ -34,6 +41,12 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	store, err := artifact.NewStore(filepath.Join(cfg.DataDir, "artifacts"))
 	if err != nil {
 		return nil, err
+	}
+	if cfg.DigestKeySecret.Name == "" || cfg.DigestKeySecret.Namespace == "" {
+		return nil, fmt.Errorf("the inputs digest key Secret needs a name and a namespace, got %q", cfg.DigestKeySecret)
+	}
+	if cfg.Tenancy.RESTConfig == nil {
+		cfg.Tenancy.RESTConfig = mgr.GetConfig()
 	}
 	src := cfg.Source
 	if src == nil {
@@ -51,5 +64,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		PulumiCommand:           cfg.PulumiCommand,
 		DefaultBackend:          cfg.DefaultBackend,
 		DefaultPassphraseSecret: cfg.DefaultPassphraseSecret,
+		Tenancy:                 cfg.Tenancy,
+		DigestKey:               &DigestKey{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Secret: cfg.DigestKeySecret},
 	}, nil
 }

@@ -11,3 +11,7 @@ package controller
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // finalize asks whether a Stack's namespace is being deleted (read uncached: no namespace informer).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// Tenancy: check that a Stack's ServiceAccount exists, and request a short-lived
+// token for it per operation (tenancy.go).
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create

@@ -47,6 +47,10 @@ type StackReconciler struct {
 	// DefaultPassphraseSecret names a Secret in the Stack's namespace holding the
 	// passphrase when the spec names none.
 	DefaultPassphraseSecret string
+	// Tenancy chooses the identity each program acts as (tenancy.go).
+	Tenancy Tenancy
+	// DigestKey keys the HMAC of the inputs digest (digestkey.go).
+	DigestKey *DigestKey
 
 	inflight inflightOps
 }

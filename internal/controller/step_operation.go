@@ -125,6 +125,10 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	if err := r.Artifacts.CopyTree(ctx, art, st.stack.Spec.Source.Dir, programDir); err != nil {
 		return fail(runner.ErrorProgram, fmt.Errorf("spec.source.dir %q: %w", st.stack.Spec.Source.Dir, err))
 	}
+	env, err := r.runnerEnv(ctx, st, workDir) // the identity the program acts as (tenancy.go)
+	if err != nil {
+		return fail(runner.ErrorAuth, err)
+	}
 	spec := runner.Spec{
 		APIVersion:     runner.APIVersion,
 		ID:             id,
@@ -135,7 +139,7 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		PulumiHome:     r.PulumiHome,
 		PulumiCommand:  r.PulumiCommand,
 		Config:         st.inputs.Config,
-		Env:            st.inputs.Env,
+		Env:            env,
 		Refresh:        st.stack.Spec.Refresh,
 		Targets:        st.stack.Spec.Targets,
 		ClearStaleLock: st.recovered != nil || lockMayBeStale(st.stack),
