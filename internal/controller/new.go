@@ -22,6 +22,9 @@ type Config struct {
 	// Source resolves and fetches Git programs; a new one sharing resolutions
 	// across Stacks is made when nil.
 	Source *GitSource
+	// PodNamespace is the controller Pod's namespace; when empty, the
+	// POD_NAMESPACE environment variable (set from the downward API).
+	PodNamespace string
 }
 
 // NewStackReconciler wires a reconciler to a manager's clients.
@@ -34,6 +37,14 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	store, err := artifact.NewStore(filepath.Join(cfg.DataDir, "artifacts"))
 	if err != nil {
 		return nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("host name: %w", err)
+	}
+	podNamespace := cfg.PodNamespace
+	if podNamespace == "" {
+		podNamespace = os.Getenv("POD_NAMESPACE")
 	}
 	src := cfg.Source
 	if src == nil {
@@ -51,5 +62,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		PulumiCommand:           cfg.PulumiCommand,
 		DefaultBackend:          cfg.DefaultBackend,
 		DefaultPassphraseSecret: cfg.DefaultPassphraseSecret,
+		Host:                    host,
+		PodNamespace:            podNamespace,
 	}, nil
 }

@@ -50,6 +50,12 @@ type StackReconciler struct {
 	// DefaultPassphraseSecret names a Secret in the Stack's namespace holding the
 	// passphrase when the spec names none.
 	DefaultPassphraseSecret string
+	// Host is this controller's host name (in a Pod, the Pod's name), recorded
+	// with each operation so that its lock can be told apart from others'.
+	Host string
+	// PodNamespace is the controller Pod's namespace (env POD_NAMESPACE), where
+	// it looks for the Pod of an interrupted operation; empty outside a Pod.
+	PodNamespace string
 
 	inflight inflightOps
 }

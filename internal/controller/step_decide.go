@@ -27,6 +27,9 @@ func (r *StackReconciler) inputsResolver() *inputsResolver {
 // decide chooses between nothing, an up, and waiting out a failure's backoff.
 func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
+	if err := stackChanged(stack, st.inputs); err != nil {
+		return stepDone, err
+	}
 	in := decideInput{
 		Revision:                  st.revision,
 		InputsDigest:              st.inputs.Digest,

@@ -445,6 +445,7 @@ func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
 	// runner once Pulumi holds the lock and the Deployment exists.
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
+	stuckStarted := time.Now()
 	go func() {
 		res, err := l.Run(ctx, spec("stuck-up", runner.OpUp, "false"))
 		if err == nil {
@@ -472,7 +473,8 @@ func TestRealRunnerKilledMidUpLeavesALockThatIsCleared(t *testing.T) {
 	g.Expect(locked.Outcome).To(Equal(runner.OutcomeConflict))
 
 	recovery := spec("recover-up", runner.OpUp, "true")
-	recovery.ClearStaleLock = true
+	host, _ := os.Hostname()
+	recovery.StaleLock = &runner.StaleLock{Host: host, NotBefore: stuckStarted}
 	res, err := l.Run(context.Background(), recovery)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("recovery: %+v", res)
