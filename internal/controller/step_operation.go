@@ -141,21 +141,21 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		return fail(runner.ErrorProgram, fmt.Errorf("spec.source.dir %q: %w", st.stack.Spec.Source.Dir, err))
 	}
 	spec := runner.Spec{
-		APIVersion:     runner.APIVersion,
-		ID:             id,
-		Type:           typ,
-		WorkDir:        programDir,
-		StackName:      st.stack.GetStackName(),
-		Backend:        st.inputs.Backend,
-		PulumiHome:     r.PulumiHome,
-		PulumiCommand:  r.PulumiCommand,
-		Config:         st.inputs.Config,
-		Env:            st.inputs.Env,
-		Refresh:        st.stack.Spec.Refresh,
-		Targets:        st.stack.Spec.Targets,
-		Claim:          claimOf(st.stack),
-		StaleLock:      r.staleLock(ctx, st.stack),
-		Timeout:        runner.Duration(st.stack.GetTimeout()),
+		APIVersion:    runner.APIVersion,
+		ID:            id,
+		Type:          typ,
+		WorkDir:       programDir,
+		StackName:     st.stack.GetStackName(),
+		Backend:       st.inputs.Backend,
+		PulumiHome:    r.PulumiHome,
+		PulumiCommand: r.PulumiCommand,
+		Config:        st.inputs.Config,
+		Env:           st.inputs.Env,
+		Refresh:       st.stack.Spec.Refresh,
+		Targets:       st.stack.Spec.Targets,
+		Claim:         claimOf(st.stack),
+		StaleLock:     r.staleLock(ctx, st.stack),
+		Timeout:       runner.Duration(st.stack.GetTimeout()),
 	}
 	res, err := r.Executor.Run(ctx, spec)
 	if err != nil {

@@ -3,8 +3,8 @@ package runner
 import (
 	"context"
 	"crypto/sha1"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
