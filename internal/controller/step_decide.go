@@ -55,6 +55,10 @@ func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepRes
 		if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Status != "True" {
 			reason, msg = c.Reason, c.Message
 		}
+		if reason == v1alpha1.StackClaimedReason {
+			// Still another Stack's as far as we know: stay Stalled, not waiting.
+			return stepDone, &StallingError{Reason: reason, Err: errors.New(msg)}
+		}
 		return stepDone, &WaitingError{Reason: reason, Err: errors.New(msg), RequeueAfter: st.decision.RequeueAfter}
 	}
 	return stepContinue, nil
