@@ -174,10 +174,13 @@ func lockMayBeStale(stack *v1alpha1.Stack) bool {
 }
 
 // staleLockOwner is the previous operation when it may have left its lock.
+// Operations that found the stack locked took no lock of their own: the one
+// before them is the candidate still (its lock may be provably dead now, its
+// Pod gone since).
 func staleLockOwner(stack *v1alpha1.Stack) *v1alpha1.OperationRecord {
 	for i, h := range stack.Status.History {
-		if h.FinishedAt == nil {
-			continue // the operation starting now
+		if h.FinishedAt == nil || h.Reason == v1alpha1.LockedReason {
+			continue // the operation starting now, or one that found the lock
 		}
 		if h.Outcome == v1alpha1.OutcomeInterrupted ||
 			(h.Outcome != v1alpha1.OutcomeSucceeded && h.Reason == v1alpha1.TimeoutReason) {

@@ -28,6 +28,7 @@ func TestLockMayBeStale(t *testing.T) {
 		// The class decides, not the words: a program's own message may say "timed out".
 		{"program error saying timed out", []v1alpha1.OperationRecord{rec(v1alpha1.OutcomeFailed, v1alpha1.ProgramErrorReason, "http request timed out")}, false},
 		{"the one starting now is skipped", []v1alpha1.OperationRecord{running, rec(v1alpha1.OutcomeInterrupted, v1alpha1.InterruptedReason, "")}, true},
+		{"one that found the lock kept it for the one before", []v1alpha1.OperationRecord{running, rec(v1alpha1.OutcomeConflict, v1alpha1.LockedReason, ""), rec(v1alpha1.OutcomeInterrupted, v1alpha1.InterruptedReason, "")}, true},
 		{"only the newest finished one counts", []v1alpha1.OperationRecord{rec(v1alpha1.OutcomeSucceeded, "", ""), rec(v1alpha1.OutcomeInterrupted, v1alpha1.InterruptedReason, "")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
