@@ -165,4 +165,3 @@ outputs:
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "destroyed with the attempted program")
 	g.Expect(f.ctrl.Operations(t, "destroy")).To(Equal(1))
 }
-
