@@ -112,9 +112,8 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	if res.ErrorClass == runner.ErrorClaimed {
 		// Retrying cannot help: the stack is another Stack's until a person
 		// changes this Stack or releases the other's claim.
-		err := claimedError(stack, st.inputs, res.ClaimedBy)
-		r.event(stack, corev1.EventTypeWarning, v1alpha1.StackClaimedReason, string(typ), err.Error())
-		return nil, err
+		// (summarize records the Stalled event.)
+		return nil, claimedError(stack, st.inputs, res.ClaimedBy)
 	}
 	if typ != runner.OpDestroy {
 		stack.Status.Failures++
