@@ -24,7 +24,7 @@ func (r *StackReconciler) staleLock(ctx context.Context, stack *v1alpha1.Stack) 
 	if h == nil || h.Host == "" {
 		return nil // no dead operation, or one recorded before hosts were
 	}
-	req := &runner.StaleLock{Host: h.Host, NotBefore: h.StartedAt.Time}
+	req := &runner.StaleLock{Host: h.Host, NotBefore: staleLockSince(stack, h).Time}
 	if h.Host != r.Host && r.PodNamespace != "" {
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: h.Host}, &corev1.Pod{})
 		req.HostGone = apierrors.IsNotFound(err)

@@ -181,13 +181,37 @@ func staleLockOwner(stack *v1alpha1.Stack) *v1alpha1.OperationRecord {
 		if h.FinishedAt == nil || h.Reason == v1alpha1.LockedReason {
 			continue // the operation starting now, or one that found the lock
 		}
-		if h.Outcome == v1alpha1.OutcomeInterrupted ||
-			(h.Outcome != v1alpha1.OutcomeSucceeded && h.Reason == v1alpha1.TimeoutReason) {
+		if mayLeaveLock(h) {
 			return &stack.Status.History[i]
 		}
 		return nil
 	}
 	return nil
+}
+
+// mayLeaveLock is true for an operation that ended without Pulumi releasing
+// its lock: interrupted, or killed at its timeout.
+func mayLeaveLock(h v1alpha1.OperationRecord) bool {
+	return h.Outcome == v1alpha1.OutcomeInterrupted ||
+		(h.Outcome != v1alpha1.OutcomeSucceeded && h.Reason == v1alpha1.TimeoutReason)
+}
+
+// staleLockSince is when the run of dead operations on owner's host began:
+// an operation killed before it cleared its predecessor's lock leaves that
+// older lock in place, and it is as much ours and as dead.
+func staleLockSince(stack *v1alpha1.Stack, owner *v1alpha1.OperationRecord) metav1.Time {
+	since := owner.StartedAt
+	for _, h := range stack.Status.History {
+		switch {
+		case h.FinishedAt == nil || h.Reason == v1alpha1.LockedReason:
+			continue
+		case !mayLeaveLock(h) || h.Host != owner.Host:
+			return since
+		case h.StartedAt.Before(&since):
+			since = h.StartedAt
+		}
+	}
+	return since
 }
 
 // failureReason maps the runner's error class to a condition reason.
