@@ -93,7 +93,9 @@ type StaleLock struct {
 	// Host is the host name the dead operation ran on (its controller's
 	// os.Hostname(); in a Pod, the Pod name).
 	Host string `json:"host"`
-	// NotBefore is when the dead operation started.
+	// NotBefore is when the dead operation started (the first of several dead
+	// in a row on Host: one killed before it cleared its predecessor's lock
+	// leaves that lock too).
 	NotBefore time.Time `json:"notBefore"`
 	// HostGone says that Host no longer exists: the controller checked through
 	// the API that no Pod of that name is left in its namespace.
