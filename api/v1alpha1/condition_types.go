@@ -148,6 +148,17 @@ const (
 	// stack's state for a retry, failed for another reason.
 	PublishFailedReason = "PublishFailed"
 
+	// StackClaimedReason: the Pulumi stack (backend + stack name) belongs to
+	// another Stack, as its stackpilot:owner stack tag says. The Stack is
+	// Stalled; nothing is run on that stack, its locks are never touched.
+	StackClaimedReason = "StackClaimed"
+
+	// StackChangedReason: spec.backend or spec.stackName (or the default backend
+	// it resolves to) changed on a Stack that has applied
+	// (status.appliedStack). The Stack is Stalled until the state is moved or
+	// the change is reverted.
+	StackChangedReason = "StackChanged"
+
 	// DestroyFailedReason: destroying the stack on deletion failed; the finalizer
 	// stays until it succeeds.
 	DestroyFailedReason = "DestroyFailed"

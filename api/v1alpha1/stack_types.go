@@ -354,6 +354,18 @@ type StackStatus struct {
 	// +optional
 	LastAppliedArtifact *ArtifactReference `json:"lastAppliedArtifact,omitempty"`
 
+	// LastAttemptedArtifact is the program tree of the last up started, whatever
+	// its outcome. An up that failed part-way may have created resources, so a
+	// destroy on deletion uses it when no up ever succeeded.
+	// +optional
+	LastAttemptedArtifact *ArtifactReference `json:"lastAttemptedArtifact,omitempty"`
+
+	// AppliedStack is the Pulumi stack (backend and stack name) this Stack has
+	// applied to. Once set, a change of spec.backend or spec.stackName (or of the
+	// default backend it resolves to) is refused: the state must be moved first.
+	// +optional
+	AppliedStack *AppliedStack `json:"appliedStack,omitempty"`
+
 	// Failures counts consecutive failed attempts; it drives the retry backoff
 	// and goes back to 0 on success or on a new revision or new inputs.
 	// +optional
@@ -395,6 +407,19 @@ type StackStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
 	History []OperationRecord `json:"history,omitempty"`
+}
+
+// AppliedStack names the Pulumi stack a Stack owns.
+type AppliedStack struct {
+	// Backend is the state backend URL, without credentials.
+	// +kubebuilder:validation:MaxLength=2048
+	// +required
+	Backend string `json:"backend"`
+
+	// StackName is the Pulumi stack name.
+	// +kubebuilder:validation:MaxLength=400
+	// +required
+	StackName string `json:"stackName"`
 }
 
 // ArtifactReference identifies a program tree in the controller's artifact cache.
@@ -475,9 +500,18 @@ type OperationRecord struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 
+	// Host is the host name of the controller that ran the operation (in a Pod,
+	// the Pod's name; with host networking, the node's). A lock the operation
+	// left behind is cleared only when it carries this host name and its
+	// process is provably gone.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Host string `json:"host,omitempty"`
+
 	// Reason classifies an operation that did not succeed with the Ready
 	// condition's reason for it (ProgramError, AuthenticationFailed,
-	// BackendFailed, Locked, Timeout, Interrupted, OperationFailed); empty when
+	// BackendFailed, Locked, Timeout, Interrupted, StackClaimed,
+	// OperationFailed); empty when
 	// it succeeded or still runs.
 	// +optional
 	Reason string `json:"reason,omitempty"`

@@ -29,7 +29,7 @@ type decideInput struct {
 	Failures                  int64     // consecutive failed attempts of the last attempted revision+inputs
 	LastAttemptFinished       time.Time // when the last attempt ended
 
-	Interrupted bool // an operation of ours was found unfinished
+	Interrupted bool // an operation of ours was found unfinished (and counted in Failures)
 	Requested   bool // a person asked for a reconcile now (annotation changed)
 
 	Now           time.Time
@@ -46,10 +46,13 @@ type decision struct {
 
 // decide applies the rules of DESIGN.md: nothing changed runs nothing; a new
 // revision or new inputs always run at once, whatever the backoff; a failed
-// attempt is retried after retryInterval, doubling up to a cap.
+// attempt is retried after retryInterval, doubling up to a cap. An interrupted
+// operation counts as a failed attempt: the first runs again at once, the
+// second in a row waits out the backoff, so that a program that gets its
+// runner killed (out of memory, say) does not loop.
 func decide(in decideInput) decision {
 	switch {
-	case in.Interrupted:
+	case in.Interrupted && in.Failures <= 1:
 		return decision{Action: ActionUp, Why: "the previous operation was interrupted"}
 	case in.Revision != in.LastAttemptedRevision || in.InputsDigest != in.LastAttemptedInputsDigest:
 		if in.LastAttemptedRevision == "" {
@@ -68,7 +71,11 @@ func decide(in decideInput) decision {
 	if !in.Now.Before(due) {
 		return decision{Action: ActionUp, Why: "retrying the failed operation"}
 	}
-	return decision{Action: ActionWait, Why: "waiting to retry the failed operation", RequeueAfter: due.Sub(in.Now)}
+	why := "waiting to retry the failed operation"
+	if in.Interrupted {
+		why = "waiting to retry the interrupted operation"
+	}
+	return decision{Action: ActionWait, Why: why, RequeueAfter: due.Sub(in.Now)}
 }
 
 // backoff is retryInterval doubled per consecutive failure after the first,

@@ -32,7 +32,21 @@ func TestDecide(t *testing.T) {
 		{name: "first apply", base: decideInput{Revision: "main@sha1:a", InputsDigest: "sha256:1", Now: now}, want: ActionUp},
 		{name: "new revision", base: applied, mutate: func(in *decideInput) { in.Revision = "main@sha1:c" }, want: ActionUp},
 		{name: "new inputs", base: applied, mutate: func(in *decideInput) { in.InputsDigest = "sha256:3" }, want: ActionUp},
-		{name: "interrupted runs again", base: applied, mutate: func(in *decideInput) { in.Interrupted = true }, want: ActionUp},
+		{name: "interrupted runs again", base: applied, mutate: func(in *decideInput) { in.Interrupted, in.Failures = true, 1 }, want: ActionUp},
+		// An interruption counts as a failed attempt (recoverInterrupted adds
+		// it to Failures and finishes its record now): the second in a row backs off.
+		{name: "second interruption in a row backs off", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.LastAttemptFinished = true, 2, now
+		}, want: ActionWait, after: 2 * time.Minute},
+		{name: "interrupted after a failure backs off", base: failed, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.LastAttemptFinished = true, 4, now
+		}, want: ActionWait, after: 8 * time.Minute},
+		{name: "interrupted, backoff over", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.LastAttemptFinished = true, 3, now.Add(-5*time.Minute)
+		}, want: ActionUp},
+		{name: "interrupted twice, new revision runs at once", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.LastAttemptFinished, in.Revision = true, 2, now, "main@sha1:n"
+		}, want: ActionUp},
 		{name: "requested with nothing changed still runs nothing", base: applied, mutate: func(in *decideInput) { in.Requested = true }, want: ActionNone},
 		{name: "failed, retry not due: 3rd failure waits 4m", base: failed, want: ActionWait, after: 3 * time.Minute},
 		{name: "failed, retry due", base: failed, mutate: func(in *decideInput) { in.LastAttemptFinished = now.Add(-5 * time.Minute) }, want: ActionUp},

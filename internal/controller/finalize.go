@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
@@ -17,36 +18,124 @@ import (
 )
 
 // finalize runs when a Stack is deleted. With spec.destroyOnDelete the stack is
-// destroyed from the cached artifact of the last applied revision, so it works
-// even when the repository is gone; a failed destroy keeps the finalizer and is
-// retried. Without it, the state stays in the backend and the finalizer goes.
-// The outputs Secret and ConfigMap are owned by the Stack and garbage collected.
-// When the whole namespace goes, the inputs a destroy needs may go first; then
-// the Stack is let go without a destroy, loudly (see inputsGoneWithNamespace).
+// destroyed from the cached program of the last applied revision (or, when no
+// up ever succeeded, of the last attempted one: a first up that failed part-way
+// may have created resources), so it works even when the repository is gone; a
+// failed destroy keeps the finalizer and is retried. Without it, the state stays
+// in the backend and the finalizer goes. The outputs Secret and ConfigMap are
+// owned by the Stack and garbage collected. When the whole namespace goes, the
+// inputs a destroy needs may go first; then the Stack is let go without a
+// destroy, loudly (see inputsGoneWithNamespace).
 func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) error {
 	stack := st.stack
 	if !controllerutil.ContainsFinalizer(stack, v1alpha1.StackFinalizer) {
 		return nil
 	}
-	if stack.Spec.DestroyOnDelete && stack.Status.LastAppliedArtifact != nil {
-		if err := r.destroy(ctx, st); err != nil {
+	plan := planFinalize(finalizeInputOf(stack))
+	if plan.Destroy != nil {
+		if err := r.destroy(ctx, st, *plan.Destroy); err != nil {
 			msg := scrubMsg(st, err.Error())
-			if !r.inputsGoneWithNamespace(ctx, stack, err) {
+			next := afterDestroyFailure(reasonOf(err, ""), r.inputsGoneWithNamespace(ctx, stack, err))
+			if next == retryDestroy {
 				conditions.MarkFalse(stack, v1alpha1.ReadyCondition, v1alpha1.DestroyFailedReason, "%s", msg)
 				return transient(v1alpha1.DestroyFailedReason, err)
 			}
-			// Nothing can bring the inputs back, and the finalizer would hold
-			// the namespace in Terminating for ever: let the Stack go, and say
-			// what is left behind (the event may not land in a terminating
-			// namespace; the log always does).
-			note := fmt.Sprintf("namespace %s is being deleted and took the Stack's inputs with it (%s): stack %s was NOT destroyed; its resources and its state in the backend remain (destroy them with `pulumi destroy`)",
-				stack.Namespace, msg, stack.GetStackName())
-			log.FromContext(ctx).Info(note)
-			r.event(stack, corev1.EventTypeWarning, v1alpha1.DestroyFailedReason, "Finalize", note)
+			r.letGo(ctx, stack, next, msg)
 		}
+	} else if plan.Note != "" {
+		log.FromContext(ctx).V(1).Info("finalizing without destroy", "why", plan.Note)
 	}
 	controllerutil.RemoveFinalizer(stack, v1alpha1.StackFinalizer)
+	r.inflight.forget(stack.UID)
 	return st.patcher.Patch(ctx, stack)
+}
+
+// letGo says, in the log and an event, why a Stack goes without its destroy
+// (the event may not land in a terminating namespace; the log always does).
+func (r *StackReconciler) letGo(ctx context.Context, stack *v1alpha1.Stack, next afterFailure, msg string) {
+	var note string
+	switch next {
+	case releaseNamespaceGone:
+		// Nothing can bring the inputs back, and the finalizer would hold the
+		// namespace in Terminating for ever.
+		note = fmt.Sprintf("namespace %s is being deleted and took the Stack's inputs with it (%s): stack %s was NOT destroyed; its resources and its state in the backend remain (destroy them with `pulumi destroy`)",
+			stack.Namespace, msg, stack.GetStackName())
+	case releaseClaimed:
+		// The stack is another Stack's: it is not ours to destroy.
+		note = fmt.Sprintf("stack %s was NOT destroyed: it belongs to another Stack (%s)", stack.GetStackName(), msg)
+	}
+	log.FromContext(ctx).Info(note)
+	r.event(stack, corev1.EventTypeWarning, v1alpha1.DestroyFailedReason, "Finalize", note)
+}
+
+// finalizeInput is what planFinalize looks at, plain so that it is table-tested.
+type finalizeInput struct {
+	DestroyOnDelete bool
+	Applied         *v1alpha1.ArtifactReference // last successful up
+	Attempted       *v1alpha1.ArtifactReference // last up started
+	// Claimed: the newest up found the stack claimed by another Stack, and no
+	// up of this Stack ever succeeded: nothing in that stack is ours.
+	Claimed bool
+}
+
+// finalizePlan is planFinalize's answer: destroy with this program, or not (Note says why).
+type finalizePlan struct {
+	Destroy *v1alpha1.ArtifactReference
+	Note    string
+}
+
+// planFinalize decides whether deleting a Stack destroys its stack: whenever
+// the stack may hold resources of this Stack. An applied program is the
+// best description of them; an attempted one is all there is after a first up
+// that failed part-way. A stack never attempted was never created.
+func planFinalize(in finalizeInput) finalizePlan {
+	switch {
+	case !in.DestroyOnDelete:
+		return finalizePlan{Note: "spec.destroyOnDelete is false: the resources and the state stay"}
+	case in.Applied != nil:
+		return finalizePlan{Destroy: in.Applied}
+	case in.Claimed:
+		return finalizePlan{Note: "the stack belongs to another Stack: nothing of this one is in it"}
+	case in.Attempted != nil:
+		return finalizePlan{Destroy: in.Attempted}
+	}
+	return finalizePlan{Note: "no up was ever started: there is no stack to destroy"}
+}
+
+func finalizeInputOf(stack *v1alpha1.Stack) finalizeInput {
+	in := finalizeInput{
+		DestroyOnDelete: stack.Spec.DestroyOnDelete,
+		Applied:         stack.Status.LastAppliedArtifact,
+		Attempted:       stack.Status.LastAttemptedArtifact,
+	}
+	for _, h := range stack.Status.History {
+		if h.Type == v1alpha1.OperationUp && h.FinishedAt != nil {
+			in.Claimed = h.Reason == v1alpha1.StackClaimedReason
+			break
+		}
+	}
+	return in
+}
+
+// afterFailure is what a failed destroy leads to.
+type afterFailure int
+
+const (
+	retryDestroy         afterFailure = iota // keep the finalizer, retry with backoff
+	releaseNamespaceGone                     // the namespace took the inputs: let the Stack go
+	releaseClaimed                           // the stack is another Stack's: let the Stack go
+)
+
+// afterDestroyFailure decides between retrying a failed destroy and letting
+// the Stack go without it.
+func afterDestroyFailure(reason string, inputsGoneWithNamespace bool) afterFailure {
+	switch {
+	case reason == v1alpha1.StackClaimedReason:
+		return releaseClaimed
+	case inputsGoneWithNamespace:
+		return releaseNamespaceGone
+	}
+	return retryDestroy
 }
 
 // inputsGoneWithNamespace is true when destroy failed because a Secret,
@@ -67,42 +156,49 @@ func (r *StackReconciler) inputsGoneWithNamespace(ctx context.Context, stack *v1
 	return ns.DeletionTimestamp != nil
 }
 
-func (r *StackReconciler) destroy(ctx context.Context, st *reconcileState) error {
+func (r *StackReconciler) destroy(ctx context.Context, st *reconcileState, ref v1alpha1.ArtifactReference) error {
 	stack := st.stack
-	applied := stack.Status.LastAppliedArtifact
-	art, err := r.appliedArtifact(ctx, stack)
-	if err != nil {
-		return fmt.Errorf("destroy: %w", err)
-	}
 	in, err := r.inputsResolver().resolve(ctx, stack)
 	if err != nil {
 		return fmt.Errorf("destroy: %w", err)
 	}
 	st.inputs = in
+	if err := stackChanged(stack, in); err != nil {
+		// Destroying the stack the spec names now would miss the one applied.
+		return transient(v1alpha1.DestroyFailedReason, fmt.Errorf("destroy: %w", err))
+	}
+	art, err := r.programAt(ctx, stack, ref)
+	if err != nil {
+		return fmt.Errorf("destroy: %w", err)
+	}
 	if _, err := r.recoverInterrupted(ctx, st); err != nil {
 		return err
 	}
-	if _, err := r.operate(ctx, st, runner.OpDestroy, art, applied.Revision); err != nil {
+	if _, err := r.operate(ctx, st, runner.OpDestroy, art, ref.Revision); err != nil {
 		return err
 	}
 	return nil
 }
 
-// appliedArtifact is the program of the last applied revision: from the cache,
-// or, when the cache lost it (a new data volume), fetched again at exactly that
+// programAt is the program of a revision this Stack ran: from the cache, or,
+// when the cache lost it (a new data volume), fetched again at exactly that
 // revision.
-func (r *StackReconciler) appliedArtifact(ctx context.Context, stack *v1alpha1.Stack) (artifact.Artifact, error) {
-	applied := stack.Status.LastAppliedArtifact
-	if art, ok := r.Artifacts.Get(applied.Digest); ok {
+func (r *StackReconciler) programAt(ctx context.Context, stack *v1alpha1.Stack, ref v1alpha1.ArtifactReference) (artifact.Artifact, error) {
+	if art, ok := r.Artifacts.Get(ref.Digest); ok {
 		return art, nil
 	}
 	auth, err := r.gitAuth(ctx, stack)
 	if err != nil {
-		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is not cached and the Git credentials are unusable: %w", applied.Revision, err)
+		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is not cached and the Git credentials are unusable: %w", ref.Revision, err)
 	}
-	fetched, err := r.Source.FetchRevision(ctx, stack, applied.Revision, auth)
+	fetched, err := r.Source.FetchRevision(ctx, stack, ref.Revision, auth)
 	if err != nil {
-		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is neither cached nor fetchable: %w", applied.Revision, err)
+		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is neither cached nor fetchable: %w", ref.Revision, err)
 	}
 	return fetched, nil
+}
+
+// appliedArtifact is the program of the last applied revision (see programAt).
+func (r *StackReconciler) appliedArtifact(ctx context.Context, stack *v1alpha1.Stack) (artifact.Artifact, error) {
+	return r.programAt(ctx, stack, *stack.Status.LastAppliedArtifact)
 }

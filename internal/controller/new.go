@@ -29,6 +29,9 @@ type Config struct {
 	// Source resolves and fetches Git programs; a new one sharing resolutions
 	// across Stacks is made when nil.
 	Source *GitSource
+	// PodNamespace is the controller Pod's namespace; when empty, the
+	// POD_NAMESPACE environment variable (set from the downward API).
+	PodNamespace string
 }
 
 // NewStackReconciler wires a reconciler to a manager's clients.
@@ -48,6 +51,14 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if cfg.Tenancy.RESTConfig == nil {
 		cfg.Tenancy.RESTConfig = mgr.GetConfig()
 	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("host name: %w", err)
+	}
+	podNamespace := cfg.PodNamespace
+	if podNamespace == "" {
+		podNamespace = os.Getenv("POD_NAMESPACE")
+	}
 	src := cfg.Source
 	if src == nil {
 		src = NewGitSource(store)
@@ -66,5 +77,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		DefaultPassphraseSecret: cfg.DefaultPassphraseSecret,
 		Tenancy:                 cfg.Tenancy,
 		DigestKey:               &DigestKey{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Secret: cfg.DigestKeySecret},
+		Host:                    host,
+		PodNamespace:            podNamespace,
 	}, nil
 }

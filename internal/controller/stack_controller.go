@@ -51,6 +51,12 @@ type StackReconciler struct {
 	Tenancy Tenancy
 	// DigestKey keys the HMAC of the inputs digest (digestkey.go).
 	DigestKey *DigestKey
+	// Host is this controller's host name (in a Pod, the Pod's name), recorded
+	// with each operation so that its lock can be told apart from others'.
+	Host string
+	// PodNamespace is the controller Pod's namespace (env POD_NAMESPACE), where
+	// it looks for the Pod of an interrupted operation; empty outside a Pod.
+	PodNamespace string
 
 	inflight inflightOps
 }

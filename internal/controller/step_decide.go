@@ -28,6 +28,9 @@ func (r *StackReconciler) inputsResolver() *inputsResolver {
 // decide chooses between nothing, an up, and waiting out a failure's backoff.
 func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
+	if err := stackChanged(stack, st.inputs); err != nil {
+		return stepDone, err
+	}
 	in := decideInput{
 		Revision:                  st.revision,
 		InputsDigest:              st.inputs.Digest,
@@ -52,6 +55,10 @@ func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepRes
 		reason, msg := v1alpha1.OperationFailedReason, "the last operation failed"
 		if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Status != "True" {
 			reason, msg = c.Reason, c.Message
+		}
+		if reason == v1alpha1.StackClaimedReason {
+			// Still another Stack's as far as we know: stay Stalled, not waiting.
+			return stepDone, &StallingError{Reason: reason, Err: errors.New(msg)}
 		}
 		return stepDone, &WaitingError{Reason: reason, Err: errors.New(msg), RequeueAfter: st.decision.RequeueAfter}
 	}

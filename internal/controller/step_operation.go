@@ -29,6 +29,7 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 	stack.Status.LastAppliedRevision = st.revision
 	stack.Status.InputsDigest = st.inputs.Digest
 	stack.Status.LastAppliedArtifact = &v1alpha1.ArtifactReference{Revision: st.revision, Digest: st.artifact.Digest}
+	stack.Status.AppliedStack = currentStack(stack, st.inputs)
 	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
 	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", st.revision)
@@ -48,6 +49,7 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 		Revision:  revision,
 		StartedAt: metav1.Now(),
 		Outcome:   v1alpha1.OutcomeRunning,
+		Host:      r.Host,
 	}
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
@@ -58,13 +60,20 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 		stack.Status.LastAttemptedRevision = revision
 		stack.Status.LastAttemptedInputsDigest = st.inputs.Digest
 	}
+	if typ == runner.OpUp {
+		// An up that fails part-way may leave resources: a destroy on deletion
+		// needs this program even if no up ever succeeds.
+		stack.Status.LastAttemptedArtifact = &v1alpha1.ArtifactReference{Revision: revision, Digest: art.Digest}
+	}
 	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running %s %s of revision %s", typ, rec.ID, revision)
 	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Running %s of revision %s", typ, revision)
 	if err := st.patcher.Patch(ctx, stack); err != nil {
 		return nil, transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of %s: %w", typ, err))
 	}
 	r.inflight.start(stack.UID, rec.ID)
-	defer r.inflight.end(stack.UID)
+	// The final record is remembered: until the status patch that carries it
+	// reaches the cache, a reconcile may still see this operation running.
+	defer func() { r.inflight.end(stack.UID, rec) }()
 	r.recordf(stack, corev1.EventTypeNormal, "OperationStarted", string(typ), "%s %s of revision %s started", typ, rec.ID, revision)
 
 	res := r.execute(ctx, st, rec.ID, typ, art)
@@ -85,6 +94,9 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	if rec.Message == "" && res.Outcome == runner.OutcomeSucceeded {
 		rec.Message = summaryLine(res)
 	}
+	if res.ClearedLocks > 0 {
+		rec.Message = truncate(fmt.Sprintf("%s (removed %d stale lock(s) of the interrupted operation)", rec.Message, res.ClearedLocks), 2000)
+	}
 	switch {
 	case res.Outcome == runner.OutcomeSucceeded:
 	case rec.Outcome == v1alpha1.OutcomeInterrupted:
@@ -99,6 +111,12 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 		stack.Status.Failures = 0
 		r.recordf(stack, corev1.EventTypeNormal, "OperationSucceeded", string(typ), "%s %s of revision %s succeeded: %s", typ, rec.ID, revision, summaryLine(res))
 		return res, nil
+	}
+	if res.ErrorClass == runner.ErrorClaimed {
+		// Retrying cannot help: the stack is another Stack's until a person
+		// changes this Stack or releases the other's claim.
+		// (summarize records the Stalled event.)
+		return nil, claimedError(stack, st.inputs, res.ClaimedBy)
 	}
 	if typ != runner.OpDestroy {
 		stack.Status.Failures++
@@ -130,20 +148,21 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		return fail(runner.ErrorAuth, err)
 	}
 	spec := runner.Spec{
-		APIVersion:     runner.APIVersion,
-		ID:             id,
-		Type:           typ,
-		WorkDir:        programDir,
-		StackName:      st.stack.GetStackName(),
-		Backend:        st.inputs.Backend,
-		PulumiHome:     r.PulumiHome,
-		PulumiCommand:  r.PulumiCommand,
-		Config:         st.inputs.Config,
-		Env:            env,
-		Refresh:        st.stack.Spec.Refresh,
-		Targets:        st.stack.Spec.Targets,
-		ClearStaleLock: st.recovered != nil || lockMayBeStale(st.stack),
-		Timeout:        runner.Duration(st.stack.GetTimeout()),
+		APIVersion:    runner.APIVersion,
+		ID:            id,
+		Type:          typ,
+		WorkDir:       programDir,
+		StackName:     st.stack.GetStackName(),
+		Backend:       st.inputs.Backend,
+		PulumiHome:    r.PulumiHome,
+		PulumiCommand: r.PulumiCommand,
+		Config:        st.inputs.Config,
+		Env:           env,
+		Refresh:       st.stack.Spec.Refresh,
+		Targets:       st.stack.Spec.Targets,
+		Claim:         claimOf(st.stack),
+		StaleLock:     r.staleLock(ctx, st.stack),
+		Timeout:       runner.Duration(st.stack.GetTimeout()),
 	}
 	res, err := r.Executor.Run(ctx, spec)
 	if err != nil {
@@ -158,14 +177,49 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 // lockMayBeStale is true when our previous operation on this stack ended without
 // Pulumi releasing its lock: it was interrupted, or killed at its timeout.
 func lockMayBeStale(stack *v1alpha1.Stack) bool {
-	for _, h := range stack.Status.History {
-		if h.FinishedAt == nil {
-			continue // the operation starting now
+	return staleLockOwner(stack) != nil
+}
+
+// staleLockOwner is the previous operation when it may have left its lock.
+// Operations that found the stack locked took no lock of their own: the one
+// before them is the candidate still (its lock may be provably dead now, its
+// Pod gone since).
+func staleLockOwner(stack *v1alpha1.Stack) *v1alpha1.OperationRecord {
+	for i, h := range stack.Status.History {
+		if h.FinishedAt == nil || h.Reason == v1alpha1.LockedReason {
+			continue // the operation starting now, or one that found the lock
 		}
-		return h.Outcome == v1alpha1.OutcomeInterrupted ||
-			(h.Outcome != v1alpha1.OutcomeSucceeded && h.Reason == v1alpha1.TimeoutReason)
+		if mayLeaveLock(h) {
+			return &stack.Status.History[i]
+		}
+		return nil
 	}
-	return false
+	return nil
+}
+
+// mayLeaveLock is true for an operation that ended without Pulumi releasing
+// its lock: interrupted, or killed at its timeout.
+func mayLeaveLock(h v1alpha1.OperationRecord) bool {
+	return h.Outcome == v1alpha1.OutcomeInterrupted ||
+		(h.Outcome != v1alpha1.OutcomeSucceeded && h.Reason == v1alpha1.TimeoutReason)
+}
+
+// staleLockSince is when the run of dead operations on owner's host began:
+// an operation killed before it cleared its predecessor's lock leaves that
+// older lock in place, and it is as much ours and as dead.
+func staleLockSince(stack *v1alpha1.Stack, owner *v1alpha1.OperationRecord) metav1.Time {
+	since := owner.StartedAt
+	for _, h := range stack.Status.History {
+		switch {
+		case h.FinishedAt == nil || h.Reason == v1alpha1.LockedReason:
+			continue
+		case !mayLeaveLock(h) || h.Host != owner.Host:
+			return since
+		case h.StartedAt.Before(&since):
+			since = h.StartedAt
+		}
+	}
+	return since
 }
 
 // failureReason maps the runner's error class to a condition reason.
@@ -181,6 +235,8 @@ func failureReason(c runner.ErrorClass) string {
 		return v1alpha1.LockedReason
 	case runner.ErrorTimeout:
 		return v1alpha1.TimeoutReason
+	case runner.ErrorClaimed:
+		return v1alpha1.StackClaimedReason
 	}
 	return v1alpha1.OperationFailedReason
 }

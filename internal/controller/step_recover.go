@@ -2,23 +2,38 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
-// inflightOps knows which operations this controller process is running, so that
-// a status.currentOperation it does not know can only be a leftover of a process
-// that died mid-operation.
+// maxFinished bounds the finished operations remembered: one per Stack is
+// kept, and past this many Stacks the oldest memories go (a forgotten one only
+// costs a read of the API server, never a wrong verdict: see recoverInterrupted).
+const maxFinished = 10000
+
+// inflightOps knows which operations this controller process is running and
+// which it finished, so that a status.currentOperation it does not know can
+// only be a leftover of a process that died mid-operation.
 type inflightOps struct {
-	mu  sync.Mutex
-	ops map[types.UID]string
+	mu       sync.Mutex
+	ops      map[types.UID]string
+	finished map[types.UID]finishedOp
+}
+
+type finishedOp struct {
+	rec v1alpha1.OperationRecord
+	at  time.Time
 }
 
 func (f *inflightOps) start(uid types.UID, id string) {
@@ -30,10 +45,24 @@ func (f *inflightOps) start(uid types.UID, id string) {
 	f.ops[uid] = id
 }
 
-func (f *inflightOps) end(uid types.UID) {
+// end records that the operation rec ended here, with rec as its final record.
+func (f *inflightOps) end(uid types.UID, rec v1alpha1.OperationRecord) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.ops, uid)
+	if f.finished == nil {
+		f.finished = map[types.UID]finishedOp{}
+	}
+	if _, ok := f.finished[uid]; !ok && len(f.finished) >= maxFinished {
+		var oldest types.UID
+		for k, v := range f.finished {
+			if oldest == "" || v.at.Before(f.finished[oldest].at) {
+				oldest = k
+			}
+		}
+		delete(f.finished, oldest)
+	}
+	f.finished[uid] = finishedOp{rec: rec, at: time.Now()}
 }
 
 func (f *inflightOps) running(uid types.UID, id string) bool {
@@ -42,13 +71,48 @@ func (f *inflightOps) running(uid types.UID, id string) bool {
 	return f.ops[uid] == id
 }
 
+// finishedHere returns the final record of operation id if it ended in this process.
+func (f *inflightOps) finishedHere(uid types.UID, id string) (v1alpha1.OperationRecord, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	op, ok := f.finished[uid]
+	return op.rec, ok && op.rec.ID == id
+}
+
+// forget drops what is known of a Stack that is gone.
+func (f *inflightOps) forget(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.finished, uid)
+}
+
 // recoverInterrupted finds an operation that a dead controller left unfinished:
-// it is recorded in the history as interrupted, and the next operation clears the
-// stale lock that run left in the backend.
+// it is recorded in the history as interrupted, counted as a failure (so that a
+// program that kills its runner backs off instead of looping), and the next
+// operation may clear the lock that run left in the backend.
+//
+// The cached Stack lags behind the API server: the status patch that ended an
+// operation may not have reached the cache when the next reconcile starts, and
+// that Stack still shows the operation running. So an operation this process is
+// not running is confirmed against the API server first, and one that it
+// finished is never taken for an interrupted one.
 func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileState) (stepResult, error) {
+	op := st.stack.Status.CurrentOperation
+	if op == nil || r.inflight.running(st.stack.UID, op.ID) {
+		return stepContinue, nil
+	}
+	if err := r.refresh(ctx, st); err != nil {
+		return stepDone, err
+	}
 	stack := st.stack
-	op := stack.Status.CurrentOperation
+	op = stack.Status.CurrentOperation
 	if op == nil || r.inflight.running(stack.UID, op.ID) {
+		return stepContinue, nil // the cache was behind
+	}
+	if rec, ok := r.inflight.finishedHere(stack.UID, op.ID); ok {
+		// It ended here, but the status patch that said so did not land.
+		replaceHistory(stack, rec)
+		stack.Status.CurrentOperation = nil
 		return stepContinue, nil
 	}
 	rec := *op
@@ -56,14 +120,40 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 	rec.FinishedAt = &now
 	rec.Outcome = v1alpha1.OutcomeInterrupted
 	rec.Reason = v1alpha1.InterruptedReason
-	rec.Message = "the controller stopped before the operation finished; its lock is cleared and the operation runs again"
+	rec.Message = "the controller stopped before the operation finished; the operation runs again"
+	if rec.Host != "" {
+		rec.Message = fmt.Sprintf("the controller on host %s stopped before the operation finished; the operation runs again", rec.Host)
+	}
 	replaceHistory(stack, rec)
 	stack.Status.CurrentOperation = nil
+	if rec.Type != v1alpha1.OperationDestroy {
+		stack.Status.Failures++
+	}
 	st.recovered = &rec
 	conditions.MarkReconciling(stack, v1alpha1.InterruptedReason, "Recovering from interrupted %s %s", rec.Type, rec.ID)
+	conditions.MarkFalse(stack, v1alpha1.ReadyCondition, v1alpha1.InterruptedReason, "%s %s of revision %s was interrupted (%d failed attempts in a row)",
+		rec.Type, rec.ID, rec.Revision, stack.Status.Failures)
 	r.recordf(stack, corev1.EventTypeWarning, v1alpha1.InterruptedReason, "Recover",
-		"%s %s of revision %s was interrupted; running again", rec.Type, rec.ID, rec.Revision)
+		"%s %s of revision %s was interrupted", rec.Type, rec.ID, rec.Revision)
 	return stepContinue, nil
+}
+
+// refresh replaces the Stack with what the API server holds now, when the
+// cache is behind it.
+func (r *StackReconciler) refresh(ctx context.Context, st *reconcileState) error {
+	fresh := &v1alpha1.Stack{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(st.stack), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return transient(v1alpha1.OperationFailedReason, fmt.Errorf("confirm the unfinished operation with the API server: %w", err))
+	}
+	if fresh.ResourceVersion == st.stack.ResourceVersion {
+		return nil
+	}
+	*st.stack = *fresh
+	st.patcher = patch.NewSerialPatcher(st.stack, r.Client)
+	return nil
 }
 
 // replaceHistory updates the history entry with rec's ID, or adds rec.

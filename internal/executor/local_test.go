@@ -569,6 +569,7 @@ func TestRealRunnerStoppedMidUp(t *testing.T) {
 	g.Expect(locks()).To(BeEmpty(), "cancelled: Pulumi released its lock")
 
 	l.CancelGrace = time.Millisecond // a runner that does not stop in time
+	stuckStarted := time.Now()
 	killed := stuckUp("stuck-up")
 	g.Expect(killed.err).To(MatchError(context.Canceled))
 	g.Expect(locks()).To(HaveLen(1), "killed like a crash: the lock stays")
@@ -578,7 +579,8 @@ func TestRealRunnerStoppedMidUp(t *testing.T) {
 	g.Expect(locked.Outcome).To(Equal(runner.OutcomeConflict))
 
 	recovery := spec("recover-up", runner.OpUp, "true")
-	recovery.ClearStaleLock = true
+	host, _ := os.Hostname()
+	recovery.StaleLock = &runner.StaleLock{Host: host, NotBefore: stuckStarted}
 	res, err := l.Run(context.Background(), recovery)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("recovery: %+v", res)

@@ -30,7 +30,7 @@ const parentPollInterval = 500 * time.Millisecond
 // tree only when the runner takes longer than its cancel grace. When the parent dies (noticed by ParentDeathSignal, which the Local
 // executor asks the kernel for, or by polling the parent PID), the runner kills
 // its whole process tree at once instead, Pulumi included: it leaves the stack
-// lock behind exactly as a crash would, and the next operation's ClearStaleLock
+// lock behind exactly as a crash would, and the next operation's StaleLock
 // recovers it. Nobody is left to read a result, and a slow graceful cancel would
 // race the new controller's next operation on the same stack.
 func Main(args []string) int {

@@ -23,6 +23,7 @@ const (
 	phaseCommand   phase = "command"   // finding the pulumi binary
 	phaseStack     phase = "stack"     // opening the backend, selecting or creating the stack
 	phaseConfig    phase = "config"    // writing the stack's config
+	phaseClaim     phase = "claim"     // reading or setting the stack's owner tag
 	phaseLock      phase = "lock"      // clearing a stale lock
 	phaseOperation phase = "operation" // the engine run itself
 	phaseOutputs   phase = "outputs"   // reading stack outputs after up
@@ -86,6 +87,12 @@ func classify(f failure) (Outcome, ErrorClass) {
 	case auto.IsConcurrentUpdateError(f.err):
 		return OutcomeConflict, ErrorLocked
 	}
+	if _, ok := errors.AsType[*ClaimedError](f.err); ok {
+		return OutcomeConflict, ErrorClaimed
+	}
+	if _, ok := errors.AsType[*LockedError](f.err); ok {
+		return OutcomeConflict, ErrorLocked
+	}
 	if _, ok := errors.AsType[*SpecError](f.err); ok {
 		return OutcomeFailed, ErrorInternal
 	}
@@ -100,7 +107,7 @@ func classify(f failure) (Outcome, ErrorClass) {
 		return OutcomeFailed, ErrorInternal
 	case phaseProject:
 		return OutcomeFailed, ErrorProgram
-	case phaseStack, phaseLock, phaseOutputs:
+	case phaseStack, phaseClaim, phaseLock, phaseOutputs:
 		return OutcomeFailed, ErrorBackend
 	case phaseConfig:
 		if backendPattern.MatchString(text) {
@@ -120,6 +127,14 @@ func classify(f failure) (Outcome, ErrorClass) {
 		}
 	}
 	return OutcomeFailed, ErrorInternal
+}
+
+// unwrapStep drops the phase prefix of a StepError.
+func unwrapStep(err error) error {
+	if se, ok := errors.AsType[*StepError](err); ok {
+		return se.Err
+	}
+	return err
 }
 
 // errText is an error's text; for errors of the Automation API it includes the
@@ -143,8 +158,12 @@ func message(f failure, class ErrorClass) string {
 		lines = append(lines, fmt.Sprintf("operation timed out after %s", time.Duration(f.timeout)))
 	case f.cancelled:
 		lines = append(lines, "operation cancelled")
+	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)):
+		// Our own explanation is complete: who holds the stack, and what to do.
+		return truncate(unwrapStep(f.err).Error(), maxMessage)
 	case class == ErrorLocked:
-		lines = append(lines, "the stack is locked by another update")
+		lines = append(lines, "the stack is locked by another update; if no update runs any more, "+
+			"clear the lock by hand (`pulumi cancel` against the backend, or remove the lock file named below)")
 	}
 	details := f.diags
 	if len(details) == 0 {

@@ -1,15 +1,14 @@
 package runner
 
 import (
-	"context"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-
-	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"time"
 )
 
 // fileBackendDir returns the directory of a file:// backend URL, and false for
@@ -70,45 +69,114 @@ func fileLocks(dir, project, stackName string) []string {
 	return locks
 }
 
-// nothingToCancel matches the service's answer when no update is running.
-var nothingToCancel = regexp.MustCompile(`(?i)no (active |current )?update|not currently|nothing to cancel|\b404\b`)
-
-// clearStaleLock removes the locks of an interrupted update with `pulumi cancel`
-// and says how many it removed.
-//
-// Pulumi Cloud: cancel succeeds only when an update was in progress (1 lock).
-// file://: the lock files are counted first; should cancel fail, they are removed
-// directly. Other DIY backends: cancel removes every lock but cannot say how many,
-// so 0 is reported.
-func clearStaleLock(ctx context.Context, stack auto.Stack, spec Spec, project string) (int, error) {
-	dir, isFile := fileBackendDir(spec.Backend)
-	if isFile {
-		locks := fileLocks(dir, project, spec.StackName)
-		if len(locks) == 0 {
-			return 0, nil
-		}
-		if err := stack.Cancel(ctx); err != nil {
-			for _, l := range locks {
-				if rmErr := os.Remove(l); rmErr != nil && !os.IsNotExist(rmErr) {
-					return 0, err
-				}
-			}
-		}
-		return len(locks), nil
-	}
-	err := stack.Cancel(ctx)
-	switch {
-	case err == nil && isServiceBackend(spec.Backend):
-		return 1, nil
-	case err == nil:
-		return 0, nil
-	case nothingToCancel.MatchString(cliStderr(err)):
-		return 0, nil
-	default:
-		return 0, err
-	}
+// lockFile is one lock of a file:// backend, as the pulumi CLI writes it
+// (pkg/backend/diy/lock.go: pid, username, hostname, timestamp).
+type lockFile struct {
+	Path      string    `json:"-"`
+	Pid       int       `json:"pid"`
+	Username  string    `json:"username"`
+	Hostname  string    `json:"hostname"`
+	Timestamp time.Time `json:"timestamp"`
+	// Unreadable is set when the file is not a lock the CLI wrote: nothing is
+	// known about it, so it is never removed.
+	Unreadable bool `json:"-"`
 }
 
-func isServiceBackend(backend string) bool {
-	return backend == "" || strings.HasPrefix(backend, "https://") || strings.HasPrefix(backend, "http://")
+func readLockFile(path string) lockFile {
+	l := lockFile{Path: path}
+	data, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(data, &l) != nil || l.Hostname == "" || l.Pid <= 0 || l.Timestamp.IsZero() {
+		return lockFile{Path: path, Unreadable: true}
+	}
+	return l
+}
+
+// procInfo says whether pid runs on this host and, if so, when it started.
+type procInfo func(pid int) (alive bool, started time.Time, known bool)
+
+// pidReuseSlack absorbs the imprecision of a process start time read from
+// /proc (boot time in whole seconds, clock ticks): a process is taken as a
+// reuse of the lock's pid only when it started clearly after the lock.
+const pidReuseSlack = 2 * time.Second
+
+// staleVerdict says whether the lock l may be removed at req's request by a
+// runner on host self, and why not when it may not. It is the whole rule:
+// ours (host and time) and provably dead, or kept.
+func staleVerdict(l lockFile, req StaleLock, self string, proc procInfo) (remove bool, why string) {
+	switch {
+	case l.Unreadable:
+		return false, "it is not a lock file the pulumi CLI wrote"
+	case l.Hostname != req.Host:
+		return false, fmt.Sprintf("it was taken on host %s, not by the interrupted operation's host %s", l.Hostname, req.Host)
+	case l.Timestamp.Before(req.NotBefore):
+		return false, fmt.Sprintf("it is older than the interrupted operation (started %s)", req.NotBefore.UTC().Format(time.RFC3339))
+	case l.Hostname != self:
+		if req.HostGone {
+			return true, ""
+		}
+		return false, fmt.Sprintf("host %s may still be running", l.Hostname)
+	}
+	alive, started, known := proc(l.Pid)
+	switch {
+	case !alive:
+		return true, ""
+	case known && started.After(l.Timestamp.Add(pidReuseSlack)):
+		return true, "" // the pid was reused by a later process
+	}
+	return false, fmt.Sprintf("process %d still runs on this host", l.Pid)
+}
+
+// LockedError is a stack lock that the runner will not remove: it is not
+// provably a dead operation's of this controller.
+type LockedError struct {
+	StackName string
+	Locks     []string // one line per lock: file, host, pid, time, why it stays
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("stack %s is locked and the lock is not provably stale: %s. If no pulumi process holds it any more, "+
+		"clear it by hand (`pulumi cancel --stack %s` against the backend, or remove the lock file); the next reconcile then proceeds",
+		e.StackName, strings.Join(e.Locks, "; "), e.StackName)
+}
+
+func describeLock(l lockFile, why string) string {
+	if l.Unreadable {
+		return fmt.Sprintf("%s (%s)", l.Path, why)
+	}
+	return fmt.Sprintf("%s (host %s, pid %d, since %s: %s)", l.Path, l.Hostname, l.Pid, l.Timestamp.UTC().Format(time.RFC3339), why)
+}
+
+// clearStaleLock removes the locks of a dead operation of this controller from a
+// file:// backend and says how many it removed. A lock it may not remove fails
+// with a LockedError naming it: the engine would stop on it anyway, with less to
+// say. It never runs `pulumi cancel`, which on a DIY backend deletes every lock
+// of the stack, a live update's included. Other backends are not touched: their
+// locks cannot be proven dead from here, and the engine reports them.
+func clearStaleLock(spec Spec, project string) (int, error) {
+	dir, isFile := fileBackendDir(spec.Backend)
+	if !isFile || spec.StaleLock == nil {
+		return 0, nil
+	}
+	self, err := os.Hostname()
+	if err != nil {
+		return 0, fmt.Errorf("host name: %w", err)
+	}
+	removed := 0
+	var kept []string
+	for _, path := range fileLocks(dir, project, spec.StackName) {
+		l := readLockFile(path)
+		ok, why := staleVerdict(l, *spec.StaleLock, self, procStart)
+		if !ok {
+			kept = append(kept, describeLock(l, why))
+			continue
+		}
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return removed, err
+		}
+		removed++
+	}
+	if len(kept) > 0 {
+		return removed, &LockedError{StackName: spec.StackName, Locks: kept}
+	}
+	return removed, nil
 }

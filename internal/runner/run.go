@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -93,6 +94,9 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 		if err != nil {
 			return stepErr(phaseStack, err)
 		}
+		if err := o.claim(ctx, stack, res); err != nil {
+			return err
+		}
 		out, err := stack.Outputs(ctx)
 		if err != nil {
 			return err
@@ -104,17 +108,32 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err != nil {
 		return stepErr(phaseStack, err)
 	}
+	// The claim comes first: a stack of another Stack is neither configured,
+	// unlocked nor run.
+	if err := o.claim(ctx, stack, res); err != nil {
+		return err
+	}
 	if err := applyConfig(ctx, stack, spec, config); err != nil {
 		return stepErr(phaseConfig, err)
 	}
-	if spec.ClearStaleLock {
-		n, err := clearStaleLock(ctx, stack, spec, project)
-		res.ClearedLocks = n
-		if err != nil {
-			return stepErr(phaseLock, err)
-		}
+	n, err := clearStaleLock(spec, project)
+	res.ClearedLocks = n
+	if err != nil {
+		return stepErr(phaseLock, err)
 	}
 	return o.execute(ctx, stack, res)
+}
+
+// claim checks (and, when free, takes) the stack's ownership for spec.Claim.
+func (o *operation) claim(ctx context.Context, stack auto.Stack, res *Result) error {
+	if o.spec.Claim == "" {
+		return nil
+	}
+	owner, err := claimStack(ctx, stack, o.spec)
+	if _, ok := errors.AsType[*ClaimedError](err); ok {
+		res.ClaimedBy = owner
+	}
+	return stepErr(phaseClaim, err)
 }
 
 // validate rejects specs no Pulumi run can satisfy.

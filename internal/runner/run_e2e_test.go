@@ -210,29 +210,44 @@ func TestRunLockedStackAndClearStaleLock(t *testing.T) {
 	g := NewWithT(t)
 	e := newE2E(t, "name: locky\nruntime: yaml\noutputs:\n  x: 1\n")
 	g.Expect(e.run(e.spec(OpUp)).Outcome).To(Equal(OutcomeSucceeded))
+	host, err := os.Hostname()
+	g.Expect(err).NotTo(HaveOccurred())
+	started := time.Now().Add(-time.Minute)
 
-	// A lock left by a runner killed mid-update, as the DIY backend writes it.
+	// A lock left by a runner of ours killed mid-update, as the DIY backend
+	// writes it: this host, a pid that no longer runs.
 	lockDir := filepath.Join(e.state, ".pulumi", "locks", "organization", "locky", "dev")
 	g.Expect(os.MkdirAll(lockDir, 0o700)).To(Succeed())
-	lock, _ := json.Marshal(map[string]any{"pid": 4242, "username": "runner", "hostname": "gone",
-		"timestamp": time.Now().Add(-time.Hour)})
-	g.Expect(os.WriteFile(filepath.Join(lockDir, "6f1c0b52-3c2d-4d5e-9f00-0123456789ab.json"), lock, 0o600)).To(Succeed())
+	writeLock := func(name, hostname string, pid int) {
+		lock, _ := json.Marshal(map[string]any{"pid": pid, "username": "runner", "hostname": hostname, "timestamp": time.Now()})
+		g.Expect(os.WriteFile(filepath.Join(lockDir, name+".json"), lock, 0o600)).To(Succeed())
+	}
+	writeLock("6f1c0b52-3c2d-4d5e-9f00-0123456789ab", host, deadPid(t))
 
 	locked := e.run(e.spec(OpUp))
 	g.Expect(locked.Outcome).To(Equal(OutcomeConflict))
 	g.Expect(locked.ErrorClass).To(Equal(ErrorLocked))
 	g.Expect(locked.Message).To(ContainSubstring("locked"))
+	g.Expect(locked.Message).To(ContainSubstring("pulumi cancel"), "says how to clear it by hand")
 
 	spec := e.spec(OpUp)
-	spec.ClearStaleLock = true
+	spec.StaleLock = &StaleLock{Host: host, NotBefore: started}
 	cleared := e.run(spec)
-	g.Expect(cleared.Outcome).To(Equal(OutcomeSucceeded))
+	g.Expect(cleared.Outcome).To(Equal(OutcomeSucceeded), cleared.Message)
 	g.Expect(cleared.ClearedLocks).To(Equal(1))
 
 	// Nothing left to clear.
 	again := e.run(spec)
 	g.Expect(again.Outcome).To(Equal(OutcomeSucceeded))
 	g.Expect(again.ClearedLocks).To(Equal(0))
+
+	// A lock of another host, whose Pod may still run: kept, and named.
+	writeLock("7f1c0b52-3c2d-4d5e-9f00-0123456789ab", "other-pod", 4242)
+	foreign := e.run(spec)
+	g.Expect(foreign.Outcome).To(Equal(OutcomeConflict))
+	g.Expect(foreign.ErrorClass).To(Equal(ErrorLocked))
+	g.Expect(foreign.Message).To(ContainSubstring("host other-pod, pid 4242"))
+	g.Expect(filepath.Glob(filepath.Join(lockDir, "*.json"))).To(HaveLen(1), "the foreign lock stays")
 }
 
 // gatedProgram's ConfigMap is created, then the provider waits until it carries

@@ -60,12 +60,46 @@ type Spec struct {
 	Refresh bool     `json:"refresh,omitempty"` // refresh before up/preview
 	Targets []string `json:"targets,omitempty"` // URNs to limit the operation to
 
-	// ClearStaleLock removes the stack's locks before running: set by the controller
-	// only when its own earlier operation on this stack was interrupted.
-	ClearStaleLock bool `json:"clearStaleLock,omitempty"`
+	// Claim is who owns the Pulumi stack, "<namespace>/<name>" of the Stack. When
+	// set, the runner reads the stack tag stackpilot:owner before anything else
+	// touches the stack (config, locks, the engine): absent, it is set to Claim;
+	// different, the operation ends with OutcomeConflict, ErrorClaimed and
+	// Result.ClaimedBy, having changed nothing.
+	Claim string `json:"claim,omitempty"`
+
+	// StaleLock asks the runner to remove the lock an earlier operation of this
+	// controller left behind when it died (interrupted, or killed at its
+	// timeout). Only a lock proven to be that operation's and dead is removed;
+	// any other lock fails the operation with ErrorLocked, naming it.
+	StaleLock *StaleLock `json:"staleLock,omitempty"`
 
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// StaleLock describes the operation whose lock may be left behind. A lock file
+// of a file:// backend (JSON: pid, username, hostname, timestamp, written by the
+// pulumi CLI) is removed only when all of these hold:
+//   - its hostname is Host;
+//   - its timestamp is not before NotBefore (the lock was taken by that operation
+//     or a later one of the same host, never by an older run);
+//   - its process is provably dead: on the runner's own host, the pid is not
+//     running, or runs but started after the lock was written (the pid was
+//     reused); on another host, HostGone is set.
+//
+// Other backends (Pulumi Cloud, s3, postgres...) get no automatic clearing: their
+// locks carry nothing to prove the writer dead.
+type StaleLock struct {
+	// Host is the host name the dead operation ran on (its controller's
+	// os.Hostname(); in a Pod, the Pod name).
+	Host string `json:"host"`
+	// NotBefore is when the dead operation started (the first of several dead
+	// in a row on Host: one killed before it cleared its predecessor's lock
+	// leaves that lock too).
+	NotBefore time.Time `json:"notBefore"`
+	// HostGone says that Host no longer exists: the controller checked through
+	// the API that no Pod of that name is left in its namespace.
+	HostGone bool `json:"hostGone,omitempty"`
 }
 
 // ConfigValue is one Pulumi config entry.
@@ -81,7 +115,7 @@ type Outcome string
 const (
 	OutcomeSucceeded Outcome = "succeeded"
 	OutcomeFailed    Outcome = "failed"
-	OutcomeConflict  Outcome = "conflict" // another update holds the stack lock
+	OutcomeConflict  Outcome = "conflict" // another update holds the stack lock, or another Stack claims the stack
 	OutcomeCancelled Outcome = "cancelled"
 )
 
@@ -94,6 +128,7 @@ const (
 	ErrorAuth     ErrorClass = "auth"     // credentials refused (backend or provider)
 	ErrorBackend  ErrorClass = "backend"  // the state backend is unreachable or broken
 	ErrorLocked   ErrorClass = "locked"   // the stack is locked by another update
+	ErrorClaimed  ErrorClass = "claimed"  // the stack belongs to another Stack (stack tag stackpilot:owner)
 	ErrorTimeout  ErrorClass = "timeout"  // the operation ran past its timeout
 	ErrorInternal ErrorClass = "internal" // a bug or an environment problem in Stackpilot
 )
@@ -116,8 +151,11 @@ type Result struct {
 	Resources []ResourceChange  `json:"resources,omitempty"` // only resources with a change
 	Outputs   map[string]Output `json:"outputs,omitempty"`   // stack outputs after up
 
-	// ClearedLocks counts stale locks removed because Spec.ClearStaleLock was set.
+	// ClearedLocks counts the stale locks removed at Spec.StaleLock's request.
 	ClearedLocks int `json:"clearedLocks,omitempty"`
+	// ClaimedBy is the owner found in the stack tag when it is not Spec.Claim
+	// (ErrorClaimed).
+	ClaimedBy string `json:"claimedBy,omitempty"`
 }
 
 // ChangeCounts counts resources by the step the engine took.

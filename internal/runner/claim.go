@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+)
+
+// OwnerTag is the stack tag with which a Stack claims its Pulumi stack. Tags
+// live in the backend with the stack (the DIY backends keep them in a
+// .pulumi-tags file beside its state), so the claim survives the controller,
+// its data volume and the Stack object itself: a Stack deleted and created
+// again under the same namespace/name takes its stack back.
+const OwnerTag = "stackpilot:owner"
+
+// maxTagValue is the longest stack tag value Pulumi accepts.
+const maxTagValue = 256
+
+// ClaimValue is the tag value for a claim: the claim itself, or, past Pulumi's
+// 256 characters (a 63-character namespace and a 253-character name), a prefix
+// of it and a hash of the whole, still one value per Stack.
+func ClaimValue(claim string) string {
+	if len(claim) <= maxTagValue {
+		return claim
+	}
+	sum := sha256.Sum256([]byte(claim))
+	suffix := "~" + hex.EncodeToString(sum[:8])
+	return claim[:maxTagValue-len(suffix)] + suffix
+}
+
+// ClaimedError says the stack belongs to another Stack.
+type ClaimedError struct {
+	StackName string
+	Owner     string
+}
+
+func (e *ClaimedError) Error() string {
+	return fmt.Sprintf("stack %s is claimed by Stack %s (stack tag %s)", e.StackName, e.Owner, OwnerTag)
+}
+
+// claimStack makes sure that the stack belongs to spec.Claim: an unclaimed stack
+// (a new one, or one from before claims) is claimed; a stack claimed by another
+// Stack fails with a ClaimedError and is left exactly as it was.
+//
+// Two Stacks claiming a fresh stack at the same instant could both read "no
+// owner"; reading the tag back after setting it leaves at most a window of a
+// few milliseconds in which both believe they won, and the next operation of the
+// loser finds the winner's tag.
+func claimStack(ctx context.Context, stack auto.Stack, spec Spec) (owner string, err error) {
+	want := ClaimValue(spec.Claim)
+	read := func() (string, bool, error) {
+		tags, err := stack.ListTags(ctx)
+		if err != nil {
+			return "", false, fmt.Errorf("read the stack's tags: %w", err)
+		}
+		v, ok := tags[OwnerTag]
+		return v, ok, nil
+	}
+	owner, ok, err := read()
+	if err != nil {
+		return "", err
+	}
+	if ok && owner == want {
+		return owner, nil
+	}
+	if ok {
+		return owner, &ClaimedError{StackName: spec.StackName, Owner: owner}
+	}
+	if spec.Type == OpOutputs {
+		return "", nil // reading claims nothing
+	}
+	if err := stack.SetTag(ctx, OwnerTag, want); err != nil {
+		return "", fmt.Errorf("claim the stack (set its tag %s): %w", OwnerTag, err)
+	}
+	if owner, _, err = read(); err != nil {
+		return "", err
+	}
+	if owner != want {
+		return owner, &ClaimedError{StackName: spec.StackName, Owner: owner}
+	}
+	return owner, nil
+}
