@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
 // Shutdown, as the controller sees it: on SIGTERM the manager cancels the
@@ -44,4 +47,22 @@ func statusContext(ctx context.Context, st *reconcileState) (context.Context, co
 		return ctx, func() {}
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), FinalPatchTimeout)
+}
+
+// cancelledByShutdown is true for an operation that Pulumi stopped cleanly
+// because the controller is stopping (its reconcile's context ended).
+func cancelledByShutdown(ctx context.Context, res *runner.Result) bool {
+	return res.Outcome == runner.OutcomeCancelled && ctx.Err() != nil
+}
+
+// lastInterrupted is true when the newest finished operation was cut short by
+// the controller: found unfinished after a crash (recoverInterrupted), or
+// cancelled on shutdown. decide runs the first such operation again at once.
+func lastInterrupted(stack *v1alpha1.Stack) bool {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt != nil {
+			return h.Reason == v1alpha1.InterruptedReason
+		}
+	}
+	return false
 }

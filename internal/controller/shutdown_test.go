@@ -7,6 +7,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/runner"
@@ -57,4 +59,38 @@ func TestStatusContext(t *testing.T) {
 	patchCtx, done = statusContext(ctx, &reconcileState{})
 	defer done()
 	g.Expect(patchCtx.Err()).To(HaveOccurred(), "a stopping controller records nothing else")
+}
+
+// TestCancelledByShutdownRunsAgainAtOnce: an up that Pulumi stopped because the
+// controller was stopping counts as an interruption, not as the program's
+// failure: the next controller runs it again at once instead of waiting out
+// the retry interval; a cancel while the controller runs on is not one.
+func TestCancelledByShutdownRunsAgainAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	cancelled := &runner.Result{Outcome: runner.OutcomeCancelled}
+	g.Expect(cancelledByShutdown(stopped, cancelled)).To(BeTrue())
+	g.Expect(cancelledByShutdown(context.Background(), cancelled)).To(BeFalse(), "the controller runs on")
+	g.Expect(cancelledByShutdown(stopped, &runner.Result{Outcome: runner.OutcomeFailed})).To(BeFalse())
+
+	now := time.Now()
+	finished := func(outcome v1alpha1.OperationOutcome, reason string) v1alpha1.OperationRecord {
+		at := metav1.NewTime(now)
+		return v1alpha1.OperationRecord{ID: string(outcome), Outcome: outcome, Reason: reason, FinishedAt: &at}
+	}
+	stack := &v1alpha1.Stack{}
+	stack.Status.History = []v1alpha1.OperationRecord{
+		{ID: "starting", Outcome: v1alpha1.OutcomeRunning},
+		finished(v1alpha1.OperationOutcome(runner.OutcomeCancelled), v1alpha1.InterruptedReason),
+		finished(v1alpha1.OutcomeSucceeded, ""),
+	}
+	g.Expect(lastInterrupted(stack)).To(BeTrue())
+	stack.Status.History[1] = finished(v1alpha1.OutcomeFailed, v1alpha1.ProgramErrorReason)
+	g.Expect(lastInterrupted(stack)).To(BeFalse())
+
+	in := decideInput{Revision: "r2", InputsDigest: "d", LastAppliedRevision: "r1", LastAppliedInputsDigest: "d",
+		LastAttemptedRevision: "r2", LastAttemptedInputsDigest: "d", Failures: 1, LastAttemptFinished: now,
+		Interrupted: true, Now: now, RetryInterval: time.Hour, Interval: time.Hour}
+	g.Expect(decide(in).Action).To(Equal(ActionUp))
 }

@@ -40,7 +40,7 @@ func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepRes
 		LastAttemptedInputsDigest: stack.Status.LastAttemptedInputsDigest,
 		Failures:                  stack.Status.Failures,
 		LastAttemptFinished:       lastAttemptFinished(stack),
-		Interrupted:               st.recovered != nil,
+		Interrupted:               st.recovered != nil || lastInterrupted(stack),
 		Requested:                 isRequested(stack),
 		Now:                       time.Now(),
 		RetryInterval:             stack.GetRetryInterval(),

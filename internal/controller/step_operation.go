@@ -101,6 +101,10 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	case res.Outcome == runner.OutcomeSucceeded:
 	case rec.Outcome == v1alpha1.OutcomeInterrupted:
 		rec.Reason = v1alpha1.InterruptedReason
+	case cancelledByShutdown(ctx, res):
+		// Cut short by the controller, not by the program: like an
+		// interruption, the next controller runs it again at once (decide).
+		rec.Reason = v1alpha1.InterruptedReason
 	default:
 		rec.Reason = failureReason(res.ErrorClass)
 	}

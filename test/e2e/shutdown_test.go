@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,7 +33,10 @@ func TestControllerSIGTERMedMidUp(t *testing.T) {
 	const grace = 30 * time.Second
 	f := newFixture(t)
 	f.start(t, "--graceful-shutdown-timeout="+grace.String())
-	stack := f.stack("shutdown")
+	// An hour between retries: after the restart, only the rule that an
+	// operation cut short by the controller runs again at once can apply the
+	// revision within waitApplied's minutes.
+	stack := f.stack("shutdown", func(s *v1alpha1.Stack) { s.Spec.RetryInterval = &metav1.Duration{Duration: time.Hour} })
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	key := client.ObjectKeyFromObject(stack)
 	waitApplied(t, key, f.commit)
@@ -72,6 +76,9 @@ func TestControllerSIGTERMedMidUp(t *testing.T) {
 	g.Expect(last.Outcome).To(BeElementOf(v1alpha1.OperationOutcome(runner.OutcomeCancelled), v1alpha1.OutcomeSucceeded),
 		"the runner wrote its result (a killed one is recorded interrupted); history: %+v", s.Status.History)
 	t.Logf("the up ended %s: %s", last.Outcome, last.Message)
+	if last.Outcome == v1alpha1.OperationOutcome(runner.OutcomeCancelled) {
+		g.Expect(last.Reason).To(Equal(v1alpha1.InterruptedReason), "cut short by the shutdown, not by the program")
+	}
 
 	// The gate opens; the next controller applies the revision on the state the
 	// cancelled up left, without a lock to clear: nothing was interrupted.
