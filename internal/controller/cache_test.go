@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -119,7 +120,8 @@ func TestPublishCachesNoSecret(t *testing.T) {
 		},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	r, err := NewStackReconciler(mgr, Config{DataDir: t.TempDir()})
+	r, err := NewStackReconciler(mgr, Config{DataDir: t.TempDir(),
+		DigestKeySecret: types.NamespacedName{Namespace: "default", Name: "stackpilot-digest-key"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -153,6 +155,10 @@ func TestPublishCachesNoSecret(t *testing.T) {
 		g.Expect(string(sec.Data["color"])).To(Equal(color))
 		g.Expect(metav1.IsControlledBy(&sec, stack)).To(BeTrue())
 	}
+	// The inputs digest's key Secret is created and read without the cache too.
+	key, err := r.DigestKey.Get(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(key).NotTo(BeEmpty())
 	stack.Status.Outputs, _ = statusOutputs(st.result.Outputs, stack.Spec.Outputs)
 	drift, err := r.outputsDrift(ctx, stack)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,4 +65,14 @@ func TestStaleLockSince(t *testing.T) {
 
 	stack.Status.History[3].Host = "b" // another host's: the run stops there
 	g.Expect(staleLockSince(stack, owner)).To(Equal(at(20)))
+}
+
+// TestTruncateKeepsCharactersWhole: a message cut for status stays valid UTF-8.
+func TestTruncateKeepsCharactersWhole(t *testing.T) {
+	g := NewWithT(t)
+	s := strings.Repeat("é", 10) // 2 bytes each
+	cut := truncate(s, 5)
+	g.Expect(utf8.ValidString(cut)).To(BeTrue(), "%q", cut)
+	g.Expect(cut).To(Equal("éé…"))
+	g.Expect(truncate("  short  ", 5)).To(Equal("short"))
 }
