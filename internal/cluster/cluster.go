@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stackpilot/stackpilot/internal/daemon"
 )
 
 // Options configure Up.
@@ -73,7 +74,7 @@ type Cluster struct {
 
 	detach       bool
 	log          io.Writer
-	procs        []*proc
+	procs        []*daemon.Process
 	stopRegistry func()
 }
 
@@ -156,7 +157,7 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	c.APIServer = fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
 
-	p, err := newPKI(filepath.Join(dir, "pki"))
+	p, err := newCerts(filepath.Join(dir, "pki"))
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +207,7 @@ func (c *Cluster) ports(opts Options) error {
 			return p
 		}
 		var free int
-		free, err = freePort()
+		free, err = daemon.FreePort()
 		return free
 	}
 	c.APIServerPort = pick(opts.APIServerPort)
@@ -215,15 +216,6 @@ func (c *Cluster) ports(opts Options) error {
 	c.KubeletPort = pick(opts.KubeletPort)
 	c.KubeletHealthzPort = pick(0)
 	return err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // RESTConfig is the admin connection.

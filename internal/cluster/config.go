@@ -19,7 +19,7 @@ const (
 // identity is one user of the static token file.
 type identity struct{ token, user, groups string }
 
-func (c *Cluster) identities(p *pki) map[string]identity {
+func (c *Cluster) identities(p *certs) map[string]identity {
 	return map[string]identity{
 		"admin":              {p.Tokens["admin"], "stackpilot-admin", "system:masters"},
 		"controller-manager": {p.Tokens["controller-manager"], "system:kube-controller-manager", ""},
@@ -29,7 +29,7 @@ func (c *Cluster) identities(p *pki) map[string]identity {
 }
 
 // writeAuth writes the API server's token file and one kubeconfig per identity.
-func (c *Cluster) writeAuth(p *pki) error {
+func (c *Cluster) writeAuth(p *certs) error {
 	var lines []string
 	for name, id := range c.identities(p) {
 		line := fmt.Sprintf("%s,%s,%s", id.token, id.user, name)
@@ -159,7 +159,7 @@ const cniConfig = `{
 // kubeletConfig is the KubeletConfiguration for this machine: cgroup v1 with the
 // cgroupfs driver, no per-QoS cgroups and no node-allocatable enforcement (the
 // machine grants neither), swap tolerated, everything on 127.0.0.1.
-func (c *Cluster) kubeletConfig(p *pki) string {
+func (c *Cluster) kubeletConfig(p *certs) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1

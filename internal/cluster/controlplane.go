@@ -38,7 +38,7 @@ var controllers = []string{
 	"persistentvolume-protection-controller",
 }
 
-func (c *Cluster) startControlPlane(ctx context.Context, opts Options, p *pki) error {
+func (c *Cluster) startControlPlane(ctx context.Context, opts Options, p *certs) error {
 	bin := func(name string) string { return filepath.Join(opts.BinDir, name) }
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdPort)
 	etcd, err := c.startProc("etcd", []string{bin("etcd"),

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stackpilot/stackpilot/internal/procfs"
 )
 
 // Down stops the cluster in dir and removes dir. It needs nothing but the
@@ -123,11 +125,11 @@ func isAncestor(pid int) bool {
 		if p == pid {
 			return true
 		}
-		f, err := procStat(p)
+		st, err := procfs.ReadStat(p)
 		if err != nil {
 			return false
 		}
-		p, _ = strconv.Atoi(f[1])
+		p = st.PPid
 	}
 	return false
 }

@@ -13,6 +13,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackpilot/stackpilot/internal/daemon"
 )
 
 // The install is config/cluster (config/default plus what this cluster needs:
@@ -71,10 +73,10 @@ func (c *Cluster) Install(ctx context.Context, opts InstallOptions) (*Installati
 		DataDir:    filepath.Join(c.Dir, "volumes", "stackpilot-data"),
 	}
 	var err error
-	if inst.MetricsPort, err = freePort(); err != nil {
+	if inst.MetricsPort, err = daemon.FreePort(); err != nil {
 		return nil, err
 	}
-	if inst.HealthPort, err = freePort(); err != nil {
+	if inst.HealthPort, err = daemon.FreePort(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(inst.DataDir, 0o755); err != nil {

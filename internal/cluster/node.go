@@ -14,7 +14,7 @@ import (
 )
 
 // startNode starts containerd and the kubelet and waits until the node is Ready.
-func (c *Cluster) startNode(ctx context.Context, opts Options, p *pki) error {
+func (c *Cluster) startNode(ctx context.Context, opts Options, p *certs) error {
 	cfg := filepath.Join(c.Dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(c.containerdConfig()), 0o644); err != nil {
 		return err
@@ -34,7 +34,7 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, p *pki) error {
 		conn.Close()
 		return true, nil
 	}); err != nil {
-		return fmt.Errorf("%w; see %s", err, containerd.log)
+		return fmt.Errorf("%w; see %s", err, containerd.Log)
 	}
 
 	kubeletCfg := filepath.Join(c.Dir, "kubelet.yaml")

@@ -12,65 +12,42 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stackpilot/stackpilot/internal/daemon"
+	"github.com/stackpilot/stackpilot/internal/procfs"
 )
 
-// proc is one process of the cluster. Its pid file (<dir>/pids/<name>.pid holds
-// the pid and the process's start time, so a recycled pid is never signalled)
-// lets another process, such as `make cluster-down`, stop it.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
-}
-
-// startProc starts one component with its output in <dir>/logs/<name>.log. A
-// detached process gets its own session and outlives the caller; otherwise it is
-// killed when the caller dies, and Down or the next Up cleans what it left.
-func (c *Cluster) startProc(name string, argv []string, env []string) (*proc, error) {
+// startProc starts one component with its output in <dir>/logs/<name>.log and
+// writes its pid file (<dir>/pids/<name>.pid holds the pid and the process's
+// start time, so a recycled pid is never signalled), through which another
+// process, such as `make cluster-down`, stops it. A detached process gets its
+// own session and outlives the caller; otherwise it is killed when the caller
+// dies, and Down or the next Up cleans what it left.
+func (c *Cluster) startProc(name string, argv []string, env []string) (*daemon.Process, error) {
 	logDir := filepath.Join(c.Dir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = c.Dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), env...)
+	start := daemon.Start
 	if c.detach {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		start = daemon.StartDetached
 	}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
+	p, err := start(name, cmd, log)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	if err := writePidFile(c.Dir, name, cmd.Process.Pid); err != nil {
 		return nil, err
 	}
 	c.procs = append(c.procs, p)
 	return p, nil
-}
-
-// exited reports whether the process has ended, and with what.
-func (p *proc) exited() error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("cluster: %s exited (%v); see %s", p.name, p.cmd.ProcessState, p.log)
-	default:
-		return nil
-	}
 }
 
 func pidDir(dir string) string { return filepath.Join(dir, "pids") }
@@ -86,43 +63,24 @@ func writePidFile(dir, name string, pid int) error {
 	return os.WriteFile(filepath.Join(pidDir(dir), name+".pid"), fmt.Appendf(nil, "%d %s\n", pid, start), 0o644)
 }
 
-// startTime is field 22 of /proc/<pid>/stat: when the process started, in clock
-// ticks since boot. With the pid it names one process for the machine's uptime.
+// startTime is when pid started, in clock ticks since boot (see
+// internal/procfs): with the pid it names one process for the machine's uptime.
 func startTime(pid int) (string, error) {
-	f, err := procStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return "", err
 	}
-	return f[19], nil
-}
-
-// procStat returns the fields of /proc/<pid>/stat after the command name: the
-// state is [0], the start time [19].
-func procStat(pid int) ([]string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("cluster: malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return nil, fmt.Errorf("cluster: short /proc/%d/stat", pid)
-	}
-	return f, nil
+	return strconv.FormatUint(st.StartTicks, 10), nil
 }
 
 // alive reports whether pid still names the process that started at start (a
 // zombie counts as gone).
 func alive(pid int, start string) bool {
-	f, err := procStat(pid)
-	if err != nil {
+	st, err := procfs.ReadStat(pid)
+	if err != nil || st.Ended() {
 		return false
 	}
-	return f[0] != "Z" && (start == "" || f[19] == start)
+	return start == "" || strconv.FormatUint(st.StartTicks, 10) == start
 }
 
 // pidFile is one entry of <dir>/pids.

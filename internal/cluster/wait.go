@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"k8s.io/client-go/transport"
+
+	"github.com/stackpilot/stackpilot/internal/daemon"
 )
 
 // waitHTTP polls url until it answers 200. With caAndToken (CA file, bearer
 // token) it speaks HTTPS to the API server. It gives up early when p exits.
-func waitHTTP(ctx context.Context, url string, timeout time.Duration, p *proc, caAndToken ...string) error {
+func waitHTTP(ctx context.Context, url string, timeout time.Duration, p *daemon.Process, caAndToken ...string) error {
 	client := &http.Client{Timeout: 5 * time.Second}
-	var token string
 	if len(caAndToken) == 2 {
 		pem, err := os.ReadFile(caAndToken[0])
 		if err != nil {
@@ -22,41 +25,10 @@ func waitHTTP(ctx context.Context, url string, timeout time.Duration, p *proc, c
 		}
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(pem)
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-		token = caAndToken[1]
+		client.Transport = transport.NewBearerAuthRoundTripper(caAndToken[1],
+			&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last string
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		if p != nil {
-			if err := p.exited(); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready within %s (last: %s)", url, timeout, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return daemon.WaitHTTP(ctx, client, url, timeout, p)
 }
 
 // poll calls cond until it returns true, an error, or timeout passes; any of the
@@ -73,8 +45,8 @@ func (c *Cluster) poll(ctx context.Context, timeout time.Duration, what string, 
 			return nil
 		}
 		for _, p := range c.procs {
-			if err := p.exited(); err != nil {
-				return err
+			if err := p.Exited(); err != nil {
+				return fmt.Errorf("cluster: %w", err)
 			}
 		}
 		select {

@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/stackpilot/stackpilot/internal/daemon"
 )
 
 // DefaultControllers are the kube-controller-manager controllers that run
@@ -63,7 +65,7 @@ type ControlPlane struct {
 	Dir string
 
 	removeDir            bool
-	etcd, apiserver, kcm *proc
+	etcd, apiserver, kcm *daemon.Process
 }
 
 // Start brings up etcd, kube-apiserver and kube-controller-manager, installs
@@ -89,7 +91,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 			_ = c.Stop()
 		}
 	}()
-	p, err := newPKI(filepath.Join(c.Dir, "pki"))
+	p, err := newCerts(filepath.Join(c.Dir, "pki"))
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: certificates: %w", err)
 	}
@@ -111,13 +113,13 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := waitForGarbageCollector(ctx, c.Config, 90*time.Second, c.anyExited); err != nil {
-		return nil, fmt.Errorf("%w; see %s", err, c.kcm.log)
+		return nil, fmt.Errorf("%w; see %s", err, c.kcm.Log)
 	}
 	return c, nil
 }
 
 func (c *ControlPlane) startEtcd(ctx context.Context, bin string) (string, error) {
-	port, err := freePort()
+	port, err := daemon.FreePort()
 	if err != nil {
 		return "", err
 	}
@@ -141,8 +143,8 @@ func (c *ControlPlane) startEtcd(ctx context.Context, bin string) (string, error
 	return url, nil
 }
 
-func (c *ControlPlane) startAPIServer(ctx context.Context, bin, etcdURL string, p *pki) error {
-	port, err := freePort()
+func (c *ControlPlane) startAPIServer(ctx context.Context, bin, etcdURL string, p *certs) error {
+	port, err := daemon.FreePort()
 	if err != nil {
 		return err
 	}
@@ -210,12 +212,12 @@ func (c *ControlPlane) startControllerManager(bin string, controllers []string) 
 
 // anyExited returns the error of the first component that is no longer running.
 func (c *ControlPlane) anyExited() error {
-	for _, p := range []*proc{c.etcd, c.apiserver, c.kcm} {
+	for _, p := range []*daemon.Process{c.etcd, c.apiserver, c.kcm} {
 		if p == nil {
 			continue
 		}
-		if err := p.exited(); err != nil {
-			return err
+		if err := p.Exited(); err != nil {
+			return fmt.Errorf("controlplane: %w", err)
 		}
 	}
 	return nil
@@ -224,9 +226,12 @@ func (c *ControlPlane) anyExited() error {
 // Stop ends every component, newest first, and removes Dir if Start made it.
 func (c *ControlPlane) Stop() error {
 	var errs []error
-	for _, p := range []*proc{c.kcm, c.apiserver, c.etcd} {
-		if p != nil {
-			errs = append(errs, p.stop(15*time.Second))
+	for _, p := range []*daemon.Process{c.kcm, c.apiserver, c.etcd} {
+		if p == nil {
+			continue
+		}
+		if err := p.Stop(15 * time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("controlplane: %w", err))
 		}
 	}
 	if c.removeDir {
@@ -241,7 +246,7 @@ func (c *ControlPlane) LogPath(component string) string {
 	return filepath.Join(c.Dir, component+".log")
 }
 
-func adminHTTPClient(p *pki) (*http.Client, error) {
+func adminHTTPClient(p *certs) (*http.Client, error) {
 	cert, err := tls.X509KeyPair(p.AdminCert, p.AdminKey)
 	if err != nil {
 		return nil, err
@@ -255,7 +260,7 @@ func adminHTTPClient(p *pki) (*http.Client, error) {
 }
 
 // writeKubeconfig writes an admin kubeconfig with everything embedded.
-func writeKubeconfig(path, host string, p *pki) error {
+func writeKubeconfig(path, host string, p *certs) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["controlplane"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: p.caPEM}
 	cfg.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{ClientCertificateData: p.AdminCert, ClientKeyData: p.AdminKey}
@@ -265,31 +270,9 @@ func writeKubeconfig(path, host string, p *pki) error {
 }
 
 // waitHealthy polls url until it answers 200, giving up early when p exits.
-func waitHealthy(ctx context.Context, hc *http.Client, url string, timeout time.Duration, p *proc) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := "no answer"
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		if err := p.exited(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("controlplane: %s not ready within %s (last: %s); see %s", p.name, timeout, last, p.log)
-		case <-time.After(100 * time.Millisecond):
-		}
+func waitHealthy(ctx context.Context, hc *http.Client, url string, timeout time.Duration, p *daemon.Process) error {
+	if err := daemon.WaitHTTP(ctx, hc, url, timeout, p); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
 	}
+	return nil
 }

@@ -70,7 +70,7 @@ func TestControlPlane(t *testing.T) {
 		t.Errorf("a ServiceAccount without roles listing Secrets: %v, want forbidden (RBAC)", err)
 	}
 
-	pids := []int{cp.etcd.cmd.Process.Pid, cp.apiserver.cmd.Process.Pid, cp.kcm.cmd.Process.Pid}
+	pids := []int{cp.etcd.Cmd.Process.Pid, cp.apiserver.Cmd.Process.Pid, cp.kcm.Cmd.Process.Pid}
 	if err := cp.Stop(); err != nil {
 		t.Errorf("stop: %v", err)
 	}

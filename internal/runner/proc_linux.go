@@ -1,10 +1,11 @@
 package runner
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"syscall"
+
+	"github.com/stackpilot/stackpilot/internal/procfs"
 )
 
 // KillProcessTree SIGKILLs root, every process descending from it, and every
@@ -95,27 +96,13 @@ func readProcs() map[int]proc {
 	return procs
 }
 
-// readProc parses /proc/<pid>/stat: "pid (comm) state ppid pgrp ...". The
-// command name may hold spaces and parentheses, so fields count from the last ')'.
+// readProc reads pid's parent and process group from /proc/<pid>/stat.
 func readProc(pid int) (proc, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return proc{}, false
 	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return proc{}, false
-	}
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 3 {
-		return proc{}, false
-	}
-	ppid, err1 := strconv.Atoi(string(fields[1]))
-	pgid, err2 := strconv.Atoi(string(fields[2]))
-	if err1 != nil || err2 != nil {
-		return proc{}, false
-	}
-	return proc{pid: pid, ppid: ppid, pgid: pgid}, true
+	return proc{pid: pid, ppid: st.PPid, pgid: st.PGrp}, true
 }
 
 func pgidOf(pid int) int {
@@ -152,14 +139,6 @@ func descendants(procs map[int]proc, root int) []proc {
 // ProcessAlive is false for a process that is gone or a zombie: an orphan killed
 // in a container may never be reaped, so "it has a PID" is not "it runs".
 func ProcessAlive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return false
-	}
-	fields := bytes.Fields(data[i+1:])
-	return len(fields) > 0 && string(fields[0]) != "Z" && string(fields[0]) != "X"
+	st, err := procfs.ReadStat(pid)
+	return err == nil && !st.Ended()
 }
