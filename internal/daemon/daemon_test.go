@@ -1,0 +1,135 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stackpilot/stackpilot/internal/procfs"
+)
+
+func logFile(t *testing.T) *os.File {
+	f, err := os.Create(filepath.Join(t.TempDir(), "d.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestExitedAndLog: the output lands in the log, and an ended daemon says so
+// with an *ExitedError naming the log.
+func TestExitedAndLog(t *testing.T) {
+	log := logFile(t)
+	p, err := Start("echoer", exec.Command("sh", "-c", "echo hello; echo oops >&2; exit 3"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Exited() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var exited *ExitedError
+	if err := p.Exited(); !errors.As(err, &exited) || exited.Name != "echoer" || !strings.Contains(err.Error(), log.Name()) {
+		t.Errorf("Exited: %v; want an *ExitedError naming echoer and %s", err, log.Name())
+	}
+	if out, _ := os.ReadFile(log.Name()); string(out) != "hello\noops\n" {
+		t.Errorf("log %q", out)
+	}
+}
+
+// TestStopGroup: Stop ends the daemon and what it started (its group), and a
+// daemon that ignores SIGTERM is killed after the grace.
+func TestStopGroup(t *testing.T) {
+	log := logFile(t)
+	p, err := Start("stubborn", exec.Command("sh", "-c", "trap '' TERM; sleep 60 & echo $!; wait"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	for deadline := time.Now().Add(10 * time.Second); child == 0; time.Sleep(20 * time.Millisecond) {
+		out, _ := os.ReadFile(log.Name())
+		child, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+		if time.Now().After(deadline) {
+			t.Fatalf("no child pid in the log: %q", out)
+		}
+	}
+	if err := p.Stop(300 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Stop of a daemon ignoring SIGTERM: %v; want killed", err)
+	}
+	if p.Exited() == nil {
+		t.Error("still running after Stop")
+	}
+	// The child, orphaned, may linger as a zombie until init reaps it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := procfs.ReadStat(child)
+		if err != nil || st.Ended() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's child %d runs on after Stop", child)
+		}
+	}
+}
+
+// TestWaitHTTPGivesUpWhenExited: a daemon that dies at start ends the wait at
+// once, not at the timeout.
+func TestWaitHTTPGivesUpWhenExited(t *testing.T) {
+	p, err := Start("dies", exec.Command("false"), logFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	err = WaitHTTP(context.Background(), http.DefaultClient, "http://127.0.0.1:1/", time.Minute, p)
+	var exited *ExitedError
+	if !errors.As(err, &exited) {
+		t.Fatalf("WaitHTTP: %v; want the *ExitedError", err)
+	}
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("gave up after %s", d)
+	}
+}
+
+func TestWaitHTTPReady(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls++; calls < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	if err := WaitHTTP(context.Background(), srv.Client(), srv.URL, 10*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 {
+		t.Errorf("%d calls, want 3 (two 503s, then 200)", calls)
+	}
+}
+
+func TestWaitHTTPTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	err := WaitHTTP(context.Background(), srv.Client(), srv.URL, 300*time.Millisecond, nil)
+	if err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("WaitHTTP on a server that stays unavailable: %v; want the last answer, 503", err)
+	}
+}
+
+func TestFreePort(t *testing.T) {
+	port, err := FreePort()
+	if err != nil || port <= 0 {
+		t.Fatalf("FreePort: %d, %v", port, err)
+	}
+}
