@@ -6,7 +6,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"net"
-	"os"
 
 	"github.com/stackpilot/stackpilot/internal/pki"
 )
@@ -28,9 +27,6 @@ type certs struct {
 }
 
 func newCerts(dir string) (*certs, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
 	ca, err := pki.NewAuthority(dir, "stackpilot-cluster-ca")
 	if err != nil {
 		return nil, err

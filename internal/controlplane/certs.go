@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"net"
-	"os"
 
 	"github.com/stackpilot/stackpilot/internal/pki"
 )
@@ -35,9 +34,6 @@ const (
 )
 
 func newCerts(dir string) (*certs, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
 	ca, err := pki.NewAuthority(dir, "stackpilot-controlplane-ca")
 	if err != nil {
 		return nil, err

@@ -38,8 +38,11 @@ type Authority struct {
 }
 
 // NewAuthority makes a CA named commonName and writes its certificate to
-// <dir>/ca.crt.
+// <dir>/ca.crt, making dir (mode 0700: keys go there too) if it is missing.
 func NewAuthority(dir, commonName string) (*Authority, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err

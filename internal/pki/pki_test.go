@@ -15,7 +15,7 @@ import (
 // that verifies against the CA for its names, a client certificate that
 // verifies for client auth and carries its group, and keys that match.
 func TestIssueChains(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "pki")
 	ca, err := NewAuthority(dir, "test-ca")
 	if err != nil {
 		t.Fatal(err)
