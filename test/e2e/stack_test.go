@@ -61,9 +61,12 @@ func TestStackFromGit(t *testing.T) {
 	}).Should(Succeed())
 
 	// A config change is applied.
+	// A patch, not an update: the controller may be writing status meanwhile,
+	// and an update from a stale read would conflict.
 	s = getStack(g, key)
+	before := s.DeepCopy()
 	s.Spec.Config["color"] = apiextensionsv1.JSON{Raw: []byte(`"green"`)}
-	g.Expect(env.Client.Update(ctx, s)).To(Succeed())
+	g.Expect(env.Client.Patch(ctx, s, client.MergeFrom(before))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "green"))
 		g.Expect(getStack(g, key).Status.Outputs).To(HaveKeyWithValue("color", `"green"`))
