@@ -4,9 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
-
-	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 )
 
 // OwnerTag is the stack tag with which a Stack claims its Pulumi stack. Tags
@@ -41,6 +40,41 @@ func (e *ClaimedError) Error() string {
 	return fmt.Sprintf("stack %s is claimed by Stack %s (stack tag %s)", e.StackName, e.Owner, OwnerTag)
 }
 
+// tagStore is where the stack's tags are: the tags file of a file:// backend
+// (no process), or the CLI.
+type tagStore interface {
+	readTags() (map[string]string, error)
+	setTag(name, value string) error
+}
+
+// cliTags reads and writes tags with `pulumi stack tag`, creating the stack
+// first when it does not exist yet.
+type cliTags struct {
+	o   *operation
+	ctx context.Context
+}
+
+func (c cliTags) readTags() (map[string]string, error) {
+	var out string
+	err := c.o.withStack(c.ctx, func() (err error) {
+		out, err = c.o.cli.run(c.ctx, nil, nil, "stack", "tag", "ls", "--stack", c.o.spec.StackName, "--json")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	tags := map[string]string{}
+	if err := json.Unmarshal([]byte(out), &tags); err != nil {
+		return nil, fmt.Errorf("`pulumi stack tag ls --json` printed no JSON object: %w", err)
+	}
+	return tags, nil
+}
+
+func (c cliTags) setTag(name, value string) error {
+	_, err := c.o.cli.run(c.ctx, nil, nil, "stack", "tag", "set", name, value, "--stack", c.o.spec.StackName)
+	return err
+}
+
 // claimStack makes sure that the stack belongs to spec.Claim: an unclaimed stack
 // (a new one, or one from before claims) is claimed; a stack claimed by another
 // Stack fails with a ClaimedError and is left exactly as it was.
@@ -49,10 +83,10 @@ func (e *ClaimedError) Error() string {
 // owner"; reading the tag back after setting it leaves at most a window of a
 // few milliseconds in which both believe they won, and the next operation of the
 // loser finds the winner's tag.
-func claimStack(ctx context.Context, stack auto.Stack, spec Spec) (owner string, err error) {
+func claimStack(store tagStore, spec Spec) (owner string, err error) {
 	want := ClaimValue(spec.Claim)
 	read := func() (string, bool, error) {
-		tags, err := stack.ListTags(ctx)
+		tags, err := store.readTags()
 		if err != nil {
 			return "", false, fmt.Errorf("read the stack's tags: %w", err)
 		}
@@ -72,7 +106,7 @@ func claimStack(ctx context.Context, stack auto.Stack, spec Spec) (owner string,
 	if spec.Type == OpOutputs {
 		return "", nil // reading claims nothing
 	}
-	if err := stack.SetTag(ctx, OwnerTag, want); err != nil {
+	if err := store.setTag(OwnerTag, want); err != nil {
 		return "", fmt.Errorf("claim the stack (set its tag %s): %w", OwnerTag, err)
 	}
 	if owner, _, err = read(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"gopkg.in/yaml.v3"
 )
 
@@ -241,14 +240,18 @@ func writeStackDoc(path string, doc map[string]any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, out, 0o600)
+	// Replace, never write through: the work dir's files may be hard links
+	// into the artifact cache.
+	return writeFileAtomic(path, out, 0o600)
 }
 
-// applyConfig writes the whole config of the operation for the stack: plain
-// values into the stack file, then secrets through the CLI, which encrypts them
-// with the stack's secrets provider.
-func applyConfig(ctx context.Context, stack auto.Stack, spec Spec, pc preparedConfig) error {
-	path := stackFileName(spec.WorkDir, spec.StackName)
+// applyConfig writes the whole config of the operation into the stack file.
+// Secret values are encrypted here, with the stack's passphrase crypter, when
+// the runner can make one (configCrypter); else they are set through the CLI
+// (`pulumi config set-all --secret`, one more process), which encrypts them
+// with whatever secrets provider the stack has.
+func (o *operation) applyConfig(ctx context.Context, pc preparedConfig) error {
+	path := stackFileName(o.spec.WorkDir, o.spec.StackName)
 	if err := writeStackFile(path, pc); err != nil {
 		return err
 	}
@@ -256,12 +259,100 @@ func applyConfig(ctx context.Context, stack auto.Stack, spec Spec, pc preparedCo
 		return nil
 	}
 	plan := planSecrets(pc.secrets)
-	// Path false: a key is a key, even with dots or brackets in it.
-	if err := stack.SetAllConfigWithOptions(ctx, plan.set, &auto.ConfigOptions{Path: false}); err != nil {
+	crypt, salt, err := o.configCrypter(path)
+	if err != nil {
+		return err
+	}
+	if crypt != nil {
+		return placeEncryptedSecrets(path, plan, crypt, salt)
+	}
+	if err := o.withStack(ctx, func() error { return o.setAllSecrets(ctx, plan) }); err != nil {
 		return err
 	}
 	if len(plan.structured) == 0 {
 		return nil
 	}
 	return placeSecretLeaves(path, plan)
+}
+
+// configCrypter finds the passphrase crypter for the stack's config: the salt
+// of the stack file (committed, or written by `stack init`), else the one the
+// state of a file:// backend records. It returns nil (and no error) when the
+// stack has another secrets provider, no salt is known without asking the CLI,
+// or the spec has no passphrase: the CLI then does the encrypting, and reports
+// what is missing in its own words.
+func (o *operation) configCrypter(stackFile string) (*passphraseCrypter, string, error) {
+	doc, err := readStackDoc(stackFile)
+	if err != nil {
+		return nil, "", err
+	}
+	if sp, _ := doc["secretsprovider"].(string); sp != "" && sp != "passphrase" {
+		return nil, "", nil
+	}
+	if o.spec.SecretsProvider != "" && o.spec.SecretsProvider != "passphrase" {
+		return nil, "", nil
+	}
+	salt, _ := doc["encryptionsalt"].(string)
+	if salt == "" && o.file != nil {
+		d, err := o.file.readCheckpoint()
+		if err != nil {
+			return nil, "", err
+		}
+		salt = d.passphraseSalt()
+	}
+	if salt == "" {
+		return nil, "", nil
+	}
+	crypt, ok := newPassphraseCrypter(salt, o.spec.Env)
+	if !ok {
+		return nil, "", nil
+	}
+	o.crypt = crypt
+	return crypt, salt, nil
+}
+
+// setAllSecrets sets the planned secret values with one CLI call.
+func (o *operation) setAllSecrets(ctx context.Context, plan secretPlan) error {
+	args := []string{"config", "set-all", "--stack", o.spec.StackName}
+	for _, k := range sortedKeys(plan.setKeys()) {
+		args = append(args, "--secret", k+"="+plan.set[k])
+	}
+	_, err := o.cli.run(ctx, nil, nil, args...)
+	return err
+}
+
+// placeEncryptedSecrets encrypts the planned secret values and writes them into
+// the stack file in the form `pulumi config set --secret [--path]` gives them,
+// with the salt, so that the CLI needs nothing from the state to read them.
+func placeEncryptedSecrets(path string, plan secretPlan, crypt *passphraseCrypter, salt string) error {
+	doc, err := readStackDoc(path)
+	if err != nil {
+		return err
+	}
+	cfg := stackConfig(doc)
+	plan.leaves = map[string]string{}
+	for k, v := range plan.set {
+		ct, err := crypt.encrypt(v)
+		if err != nil {
+			if errors.Is(err, ErrIncorrectPassphrase) {
+				return fmt.Errorf("cannot encrypt config %q: %w", k, err)
+			}
+			return err
+		}
+		if strings.HasPrefix(k, secretNamespace+":") {
+			plan.leaves[k] = ct
+			continue
+		}
+		cfg[k] = map[string]any{"secure": ct}
+	}
+	for k, v := range plan.structured {
+		filled, err := plan.fill(v)
+		if err != nil {
+			return err
+		}
+		cfg[k] = filled
+	}
+	doc["config"] = cfg
+	doc["encryptionsalt"] = salt
+	return writeStackDoc(path, doc)
 }

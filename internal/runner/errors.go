@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 )
 
 // phase is the part of an operation that failed. The same text means different
@@ -84,7 +82,7 @@ func classify(f failure) (Outcome, ErrorClass) {
 		return OutcomeFailed, ErrorTimeout
 	case f.cancelled:
 		return OutcomeCancelled, ErrorNone
-	case auto.IsConcurrentUpdateError(f.err):
+	case isConcurrentUpdate(f.err):
 		return OutcomeConflict, ErrorLocked
 	}
 	if _, ok := errors.AsType[*ClaimedError](f.err); ok {
@@ -137,7 +135,7 @@ func unwrapStep(err error) error {
 	return err
 }
 
-// errText is an error's text; for errors of the Automation API it includes the
+// errText is an error's text; for a CLIError it includes the
 // CLI's stdout and stderr, which hold Pulumi's own explanation.
 func errText(err error) string {
 	if err == nil {
@@ -179,7 +177,7 @@ func message(f failure, class ErrorClass) string {
 	return truncate(strings.Join(dedupe(lines), "\n"), maxMessage)
 }
 
-// cliStderr extracts the CLI's stderr from an Automation API error, whose text
+// cliStderr extracts the CLI's stderr from a CLIError, whose text
 // is "<err>\ncode: N\nstdout: ...\nstderr: ...".
 func cliStderr(err error) string {
 	if err == nil {

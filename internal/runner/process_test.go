@@ -177,11 +177,12 @@ func TestCancelGivesTheCLITimeToStop(t *testing.T) {
 	}
 	g := NewWithT(t)
 	dir := t.TempDir()
-	cmd := interruptibleCommand{path: os.Args[0], grace: InterruptGrace}
+	cli := &pulumiCLI{path: os.Args[0], workDir: dir, grace: InterruptGrace,
+		env: append(os.Environ(), helperRoleEnv+"=slow-cli", helperDirEnv+"="+dir)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, _, err := cmd.Run(ctx, dir, nil, nil, nil, []string{helperRoleEnv + "=slow-cli", helperDirEnv + "=" + dir}, "up")
+		_, err := cli.run(ctx, nil, nil, "up")
 		done <- err
 	}()
 	g.Eventually(filepath.Join(dir, "started"), 10*time.Second, 20*time.Millisecond).Should(BeAnExistingFile())

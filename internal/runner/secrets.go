@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 )
 
 // secretNamespace holds the temporary keys secret leaves are encrypted under.
@@ -17,7 +15,7 @@ const secretNamespace = "stackpilot-secret-leaf"
 // are set under their own key; each scalar leaf of an object or array is set
 // under a temporary key, and its ciphertext is then moved into the structure.
 type secretPlan struct {
-	set        auto.ConfigMap    // what `pulumi config set-all --secret` gets
+	set        map[string]string // key -> plaintext: what `pulumi config set-all --secret` gets
 	structured map[string]any    // real key -> value whose leaves are secretLeaf
 	leaves     map[string]string // temporary key -> its ciphertext, after set-all
 }
@@ -39,7 +37,7 @@ type secretLeaf string
 // getters parse back. (`set-all --json` with a secret objectValue would keep the
 // types, but fails in the pinned CLI: it parses the ciphertext as JSON.)
 func planSecrets(secrets map[string]any) secretPlan {
-	p := secretPlan{set: auto.ConfigMap{}, structured: map[string]any{}}
+	p := secretPlan{set: map[string]string{}, structured: map[string]any{}}
 	keys := make([]string, 0, len(secrets))
 	for k := range secrets {
 		keys = append(keys, k)
@@ -66,7 +64,7 @@ func planSecrets(secrets map[string]any) secretPlan {
 		default:
 			tmp := fmt.Sprintf("%s:l%d", secretNamespace, n)
 			n++
-			p.set[tmp] = auto.ConfigValue{Value: scalarText(t), Secret: true}
+			p.set[tmp] = scalarText(t)
 			return secretLeaf(tmp)
 		}
 	}
@@ -75,10 +73,19 @@ func planSecrets(secrets map[string]any) secretPlan {
 		case map[string]any, []any:
 			p.structured[k] = plan(v)
 		default:
-			p.set[k] = auto.ConfigValue{Value: scalarText(v), Secret: true}
+			p.set[k] = scalarText(v)
 		}
 	}
 	return p
+}
+
+// setKeys is plan.set as a map[string]any, for sortedKeys.
+func (p secretPlan) setKeys() map[string]any {
+	m := make(map[string]any, len(p.set))
+	for k := range p.set {
+		m[k] = nil
+	}
+	return m
 }
 
 func sortedKeys(m map[string]any) []string {

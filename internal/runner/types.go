@@ -156,6 +156,9 @@ type Result struct {
 	// ClaimedBy is the owner found in the stack tag when it is not Spec.Claim
 	// (ErrorClaimed).
 	ClaimedBy string `json:"claimedBy,omitempty"`
+	// PulumiProcesses counts the pulumi CLI processes the operation started
+	// (1 in the steady state; 2 when it created the stack).
+	PulumiProcesses int `json:"pulumiProcesses,omitempty"`
 }
 
 // ChangeCounts counts resources by the step the engine took.
