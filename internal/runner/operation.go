@@ -316,6 +316,7 @@ func parseExport(out string) (*deployment, error) {
 	}
 	return exp.Deployment, nil
 }
+
 // validate rejects specs no Pulumi run can satisfy.
 func validate(spec Spec) error {
 	switch {
