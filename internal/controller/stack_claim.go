@@ -31,6 +31,13 @@ func currentStack(stack *v1alpha1.Stack, in *inputs) *v1alpha1.AppliedStack {
 	return &v1alpha1.AppliedStack{Backend: safeBackendURL(in.Backend), StackName: stack.GetStackName()}
 }
 
+// claimHeld says that this Stack applied the stack its spec names now: an
+// up succeeded there, after the runner had claimed it.
+func claimHeld(stack *v1alpha1.Stack, in *inputs) bool {
+	applied := stack.Status.AppliedStack
+	return applied != nil && *applied == *currentStack(stack, in)
+}
+
 // stackChanged refuses to act on a Stack whose spec now names another Pulumi
 // stack than the one it applied to: an up would start an empty stack beside the
 // old one (creating everything twice), a destroy would miss the old one.

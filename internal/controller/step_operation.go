@@ -166,6 +166,7 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		Refresh:       st.stack.Spec.Refresh,
 		Targets:       st.stack.Spec.Targets,
 		Claim:         claimOf(st.stack),
+		ClaimHeld:     claimHeld(st.stack, st.inputs),
 		StaleLock:     r.staleLock(ctx, st.stack),
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 	}

@@ -119,7 +119,7 @@ func (o *operation) withStack(ctx context.Context, call func() error) error {
 
 // claim checks (and, when free, takes) the stack's ownership for spec.Claim.
 func (o *operation) claim(ctx context.Context, res *Result) error {
-	if o.spec.Claim == "" {
+	if o.spec.Claim == "" || (o.spec.ClaimHeld && o.file == nil) {
 		return nil
 	}
 	owner, err := claimStack(o.tagStore(ctx), o.spec)
