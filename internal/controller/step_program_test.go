@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+)
+
+func TestAdoptProgramDigest(t *testing.T) {
+	legacy := v1alpha1.StackStatus{
+		LastAppliedRevision: "main@sha1:a", InputsDigest: "i",
+		LastAttemptedRevision: "main@sha1:a", LastAttemptedInputsDigest: "i",
+	}
+	tests := []struct {
+		name               string
+		status             v1alpha1.StackStatus
+		revision, inputs   string
+		applied, attempted string
+	}{
+		{name: "applied at this revision and inputs", status: legacy, revision: "main@sha1:a", inputs: "i", applied: "p", attempted: "p"},
+		{name: "a new revision since", status: legacy, revision: "main@sha1:b", inputs: "i"},
+		{name: "new inputs since", status: legacy, revision: "main@sha1:a", inputs: "j"},
+		{name: "never applied", status: v1alpha1.StackStatus{}, revision: "", inputs: ""},
+		{name: "failing at this revision", status: v1alpha1.StackStatus{
+			LastAppliedRevision: "main@sha1:0", InputsDigest: "i", LastAttemptedRevision: "main@sha1:a", LastAttemptedInputsDigest: "i",
+		}, revision: "main@sha1:a", inputs: "i", attempted: "p"},
+		{name: "recorded already", status: v1alpha1.StackStatus{
+			LastAppliedRevision: "main@sha1:a", InputsDigest: "i", LastAppliedProgramDigest: "old",
+			LastAttemptedRevision: "main@sha1:a", LastAttemptedInputsDigest: "i", LastAttemptedProgramDigest: "old",
+		}, revision: "main@sha1:a", inputs: "i", applied: "old", attempted: "old"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := tt.status
+			adoptProgramDigest(&s, tt.revision, tt.inputs, "p")
+			g.Expect(s.LastAppliedProgramDigest).To(Equal(tt.applied))
+			g.Expect(s.LastAttemptedProgramDigest).To(Equal(tt.attempted))
+		})
+	}
+}
+
+// At the revision and inputs of the last attempt or of the applied up, the
+// recorded digest is used: nothing is fetched (the reconciler here has no
+// source to fetch from).
+func TestResolveProgramFetchesNothingForAKnownRevision(t *testing.T) {
+	r := &StackReconciler{}
+	status := v1alpha1.StackStatus{
+		LastAppliedRevision: "main@sha1:a", InputsDigest: "i", LastAppliedProgramDigest: "pa",
+		LastAttemptedRevision: "main@sha1:b", LastAttemptedInputsDigest: "i", LastAttemptedProgramDigest: "pb",
+	}
+	for rev, want := range map[string]string{"main@sha1:a": "pa", "main@sha1:b": "pb"} {
+		g := NewWithT(t)
+		st := &reconcileState{stack: &v1alpha1.Stack{Status: status}, revision: rev, inputs: &inputs{Digest: "i"}}
+		res, err := r.resolveProgram(context.Background(), st)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res).To(Equal(stepContinue))
+		g.Expect(st.programDigest).To(Equal(want))
+	}
+}
+
+func TestProgramPathsAndAppliedMessage(t *testing.T) {
+	g := NewWithT(t)
+	stack := &v1alpha1.Stack{}
+	stack.Spec.Source.Git = &v1alpha1.GitSource{URL: "https://example.com/r", Include: []string{"shared/", "lib.yaml"}}
+	g.Expect(programPaths(stack)).To(Equal("the repository"))
+	stack.Spec.Source.Dir = "./a/"
+	g.Expect(programPaths(stack)).To(Equal("a/, shared/, lib.yaml"))
+
+	stack.Status.LastAppliedRevision = "main@sha1:b"
+	g.Expect(appliedMessage(stack)).To(Equal("Applied revision main@sha1:b"))
+	stack.Status.History = []v1alpha1.OperationRecord{{Outcome: v1alpha1.OutcomeSkipped, Revision: "main@sha1:b"}}
+	g.Expect(appliedMessage(stack)).To(Equal("Applied revision main@sha1:b: no change under a/, shared/, lib.yaml in it"))
+	stack.Status.LastAppliedRevision = "main@sha1:c"
+	g.Expect(appliedMessage(stack)).To(Equal("Applied revision main@sha1:c"))
+}
