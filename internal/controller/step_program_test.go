@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/artifact"
 )
 
 func TestAdoptProgramDigest(t *testing.T) {
@@ -76,4 +79,20 @@ func TestProgramPathsAndAppliedMessage(t *testing.T) {
 	g.Expect(appliedMessage(stack)).To(Equal("Applied revision main@sha1:b: no change under a/, shared/, lib.yaml in it"))
 	stack.Status.LastAppliedRevision = "main@sha1:c"
 	g.Expect(appliedMessage(stack)).To(Equal("Applied revision main@sha1:c"))
+}
+
+func TestProgramDigestErrorSaysWhatToFix(t *testing.T) {
+	g := NewWithT(t)
+	err := programDigestError("main@sha1:abc", fmt.Errorf("wrapped: %w", &artifact.MissingPathError{Path: "shared/"}))
+	var stall *StallingError
+	g.Expect(errors.As(err, &stall)).To(BeTrue())
+	g.Expect(stall.Revision).To(Equal("main@sha1:abc"), "stalled for this revision only")
+	g.Expect(err.Error()).To(Equal(`spec.source.git.include "shared/" is not in revision main@sha1:abc: commit it, or remove it from spec.source.git.include (checked again every spec.interval)`))
+
+	err = programDigestError("main@sha1:abc", &artifact.UnsafePathError{Path: "a/link", Reason: "symbolic link points outside the tree"})
+	g.Expect(errors.As(err, &stall)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring(`"a/link"`))
+
+	err = programDigestError("main@sha1:abc", context.Canceled)
+	g.Expect(errors.As(err, &stall)).To(BeFalse(), "anything else is retried")
 }
