@@ -41,18 +41,24 @@ func (r *StackReconciler) resolveProgram(ctx context.Context, st *reconcileState
 	if err := r.ensureArtifact(ctx, st); err != nil {
 		return stepDone, err
 	}
-	src := st.stack.Spec.Source
-	var include []string
-	if src.Git != nil {
-		include = src.Git.Include
-	}
-	digest, err := r.Artifacts.ProgramDigest(ctx, st.artifact, src.Dir, include)
+	digest, err := programDigest(ctx, r.Artifacts, st.stack, st.artifact)
 	if err != nil {
 		return stepDone, programDigestError(st.revision, err)
 	}
 	st.programDigest = digest
 	adoptProgramDigest(s, st.revision, st.inputs.Digest, digest)
+	adoptFromArtifacts(ctx, r.Artifacts, st.stack, st.inputs.Digest)
 	return stepContinue, nil
+}
+
+// programDigest is the digest of the Stack's program paths in art.
+func programDigest(ctx context.Context, store *artifact.Store, stack *v1alpha1.Stack, art artifact.Artifact) (string, error) {
+	src := stack.Spec.Source
+	var include []string
+	if src.Git != nil {
+		include = src.Git.Include
+	}
+	return store.ProgramDigest(ctx, art, src.Dir, include)
 }
 
 // programDigestError says which path is wrong and how to fix it. A path
@@ -84,6 +90,37 @@ func adoptProgramDigest(s *v1alpha1.StackStatus, revision, inputsDigest, digest 
 	}
 	if s.LastAttemptedProgramDigest == "" && s.LastAttemptedRevision != "" && s.LastAttemptedRevision == revision && s.LastAttemptedInputsDigest == inputsDigest {
 		s.LastAttemptedProgramDigest = digest
+	}
+}
+
+// adoptFromArtifacts fills in the program digests of a Stack applied (or
+// attempted) before they were recorded, at an older revision, from the trees
+// recorded then (lastAppliedArtifact, lastAttemptedArtifact) while they are
+// still in the cache: with the same inputs, which cover spec.source, their
+// digest is the one the operation ran. So a branch that moved on by a commit
+// elsewhere, while the controller was upgraded, runs no up either. A tree no
+// longer cached, or no longer readable, leaves the digest empty: one up.
+func adoptFromArtifacts(ctx context.Context, store *artifact.Store, stack *v1alpha1.Stack, inputsDigest string) {
+	s := &stack.Status
+	digestOf := func(ref *v1alpha1.ArtifactReference, revision string) string {
+		if ref == nil || ref.Revision != revision {
+			return ""
+		}
+		art, ok := store.Get(ref.Digest)
+		if !ok {
+			return ""
+		}
+		d, err := programDigest(ctx, store, stack, art)
+		if err != nil {
+			return ""
+		}
+		return d
+	}
+	if s.LastAppliedProgramDigest == "" && s.InputsDigest == inputsDigest {
+		s.LastAppliedProgramDigest = digestOf(s.LastAppliedArtifact, s.LastAppliedRevision)
+	}
+	if s.LastAttemptedProgramDigest == "" && s.LastAttemptedInputsDigest == inputsDigest {
+		s.LastAttemptedProgramDigest = digestOf(s.LastAttemptedArtifact, s.LastAttemptedRevision)
 	}
 }
 

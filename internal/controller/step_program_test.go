@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -95,4 +98,70 @@ func TestProgramDigestErrorSaysWhatToFix(t *testing.T) {
 
 	err = programDigestError("main@sha1:abc", context.Canceled)
 	g.Expect(errors.As(err, &stall)).To(BeFalse(), "anything else is retried")
+}
+
+// A Stack applied before program digests were recorded, whose branch moved on
+// by a commit elsewhere: the digest of the tree it applied is adopted from the
+// cache, and decide skips the new commit instead of running an up.
+func TestAdoptFromArtifacts(t *testing.T) {
+	ctx := context.Background()
+	store, err := artifact.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(files map[string]string) artifact.Artifact {
+		dir := t.TempDir()
+		for name, content := range files {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := store.Put(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	old := put(map[string]string{"a/Pulumi.yaml": "name: a", "shared/x": "1", "b/Pulumi.yaml": "name: b"})
+	now := put(map[string]string{"a/Pulumi.yaml": "name: a", "shared/x": "1", "b/Pulumi.yaml": "name: b2"})
+	legacy := func() *v1alpha1.Stack {
+		s := &v1alpha1.Stack{}
+		s.Spec.Source = v1alpha1.StackSource{Git: &v1alpha1.GitSource{URL: "https://example.com/r", Include: []string{"shared/"}}, Dir: "a"}
+		ref := &v1alpha1.ArtifactReference{Revision: "main@sha1:old", Digest: old.Digest}
+		s.Status = v1alpha1.StackStatus{
+			LastAppliedRevision: "main@sha1:old", InputsDigest: "i", LastAppliedArtifact: ref,
+			LastAttemptedRevision: "main@sha1:old", LastAttemptedInputsDigest: "i", LastAttemptedArtifact: ref,
+		}
+		return s
+	}
+
+	g := NewWithT(t)
+	stack := legacy()
+	adoptFromArtifacts(ctx, store, stack, "i")
+	want, err := programDigest(ctx, store, stack, old)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stack.Status.LastAppliedProgramDigest).To(Equal(want))
+	g.Expect(stack.Status.LastAttemptedProgramDigest).To(Equal(want))
+	current, err := programDigest(ctx, store, stack, now)
+	g.Expect(err).NotTo(HaveOccurred())
+	d := decide(decideInput{
+		Revision: "main@sha1:new", ProgramDigest: current, InputsDigest: "i",
+		LastAppliedRevision: stack.Status.LastAppliedRevision, LastAppliedProgramDigest: stack.Status.LastAppliedProgramDigest,
+		LastAppliedInputsDigest: "i", LastAttemptedProgramDigest: stack.Status.LastAttemptedProgramDigest, LastAttemptedInputsDigest: "i",
+	})
+	g.Expect(d.Action).To(Equal(ActionSkip), d.Why)
+
+	stack = legacy()
+	adoptFromArtifacts(ctx, store, stack, "j")
+	g.Expect(stack.Status.LastAppliedProgramDigest).To(BeEmpty(), "new inputs: the tree may have been used with another dir")
+
+	stack = legacy()
+	stack.Status.LastAppliedArtifact = &v1alpha1.ArtifactReference{Revision: "main@sha1:old", Digest: "sha256:" + strings.Repeat("0", 64)}
+	adoptFromArtifacts(ctx, store, stack, "i")
+	g.Expect(stack.Status.LastAppliedProgramDigest).To(BeEmpty(), "the tree is no longer cached")
+	g.Expect(stack.Status.LastAttemptedProgramDigest).To(Equal(want))
 }
