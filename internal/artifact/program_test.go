@@ -160,3 +160,35 @@ func TestDigestCacheForgetsOldArtifacts(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d).To(Equal("ok"), "a failure is not remembered")
 }
+
+// BenchmarkProgramDigest50Stacks: one commit of a repository with 50 Stack
+// folders (20 files each) and a shared folder (100 files), each Stack with
+// include [shared/]; each iteration is a new store, so a cold cache.
+func BenchmarkProgramDigest50Stacks(b *testing.B) {
+	files := map[string]string{}
+	for i := range 50 {
+		for j := range 20 {
+			files[fmt.Sprintf("stacks/s%02d/f%02d.yaml", i, j)] = fmt.Sprintf("%0512d", i*j)
+		}
+	}
+	for j := range 100 {
+		files[fmt.Sprintf("shared/f%03d.yaml", j)] = fmt.Sprintf("%01024d", j)
+	}
+	src := b.TempDir()
+	writeTree(b, src, files)
+	ctx := context.Background()
+	for b.Loop() {
+		b.StopTimer()
+		s := newStore(b)
+		a, err := s.Put(ctx, src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for i := range 50 {
+			if _, err := s.ProgramDigest(ctx, a, fmt.Sprintf("stacks/s%02d", i), []string{"shared/"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
