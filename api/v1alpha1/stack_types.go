@@ -169,6 +169,21 @@ type GitSource struct {
 	// "identity" (an SSH private key) and "known_hosts" (SSH).
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Include lists more paths of the repository, files or folders, that the
+	// program depends on besides spec.source.dir (for example "shared/"). A
+	// new commit runs an up only when the content under spec.source.dir or
+	// under one of these paths changed (status.lastAppliedProgramDigest); a
+	// commit that changes neither is recorded and skipped. Relative to the
+	// repository root, without '..' segments. Every path must exist in each
+	// revision.
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="include paths must be relative to the repository root, without '..' segments"
+	// +listType=set
+	// +optional
+	Include []string `json:"include,omitempty"`
 }
 
 // GitRef selects what to check out. At most one field is set; none means the
@@ -335,7 +350,9 @@ type StackStatus struct {
 	// +optional
 	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
 
-	// LastAppliedRevision is the source revision of the last successful up.
+	// LastAppliedRevision is the source revision of the last successful up, or
+	// of a later revision that changed nothing under the program's paths
+	// (its up was skipped: see lastAppliedProgramDigest).
 	// +optional
 	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
 
@@ -348,6 +365,21 @@ type StackStatus struct {
 	// operation started, whatever its outcome.
 	// +optional
 	LastAttemptedInputsDigest string `json:"lastAttemptedInputsDigest,omitempty"`
+
+	// LastAppliedProgramDigest is the digest ("sha256:<hex>") of the program
+	// the last successful up applied: the content of spec.source.dir and of
+	// each spec.source.git.include path, with file modes and symbolic links.
+	// A new revision whose program digest equals it (and whose inputs are
+	// unchanged) runs no up: lastAppliedRevision moves to it and the skip is
+	// recorded once in status.history.
+	// +optional
+	LastAppliedProgramDigest string `json:"lastAppliedProgramDigest,omitempty"`
+
+	// LastAttemptedProgramDigest is the program digest of the last operation
+	// started, whatever its outcome. A failed attempt is retried with backoff
+	// until the program digest or the inputs change, not the revision.
+	// +optional
+	LastAttemptedProgramDigest string `json:"lastAttemptedProgramDigest,omitempty"`
 
 	// LastAppliedArtifact is the cached program tree of the last successful up;
 	// a destroy on deletion uses it when the source is gone.
@@ -446,7 +478,7 @@ const (
 )
 
 // OperationOutcome is how an operation ended, or "running".
-// +kubebuilder:validation:Enum=succeeded;failed;conflict;cancelled;interrupted;running
+// +kubebuilder:validation:Enum=succeeded;failed;conflict;cancelled;interrupted;running;skipped
 type OperationOutcome string
 
 const (
@@ -462,6 +494,10 @@ const (
 	OutcomeInterrupted OperationOutcome = "interrupted"
 	// OutcomeRunning: the operation is under way (status.currentOperation).
 	OutcomeRunning OperationOutcome = "running"
+	// OutcomeSkipped: a new revision changed nothing under the program's
+	// paths (spec.source.dir and spec.source.git.include), so no up ran; it
+	// is recorded once per revision.
+	OutcomeSkipped OperationOutcome = "skipped"
 )
 
 // OperationRecord describes one Pulumi operation.

@@ -43,6 +43,9 @@ type Store struct {
 	// mu makes GC exclusive: everything else holds it for reading, so a
 	// tree is never removed while it is being published, found or copied.
 	mu sync.RWMutex
+
+	// digests remembers program digests (ProgramDigest).
+	digests digestCache
 }
 
 // NewStore opens (creating if needed) a store rooted at dir.

@@ -10,6 +10,9 @@ type Action string
 const (
 	// ActionNone: the stack is up to date; no Pulumi process runs.
 	ActionNone Action = "none"
+	// ActionSkip: a new revision changed nothing under the program's paths;
+	// no Pulumi process runs, and the revision is recorded as applied.
+	ActionSkip Action = "skip"
 	// ActionUp: run `pulumi up`.
 	ActionUp Action = "up"
 	// ActionWait: the last attempt at these very inputs failed and its retry is not due.
@@ -19,15 +22,17 @@ const (
 // decideInput is everything decide looks at. It is a plain struct so that the
 // rules are table-tested without a cluster.
 type decideInput struct {
-	Revision     string // resolved now
-	InputsDigest string // computed now
+	Revision      string // resolved now
+	ProgramDigest string // of spec.source.dir and spec.source.git.include at Revision
+	InputsDigest  string // computed now
 
-	LastAppliedRevision       string
-	LastAppliedInputsDigest   string
-	LastAttemptedRevision     string
-	LastAttemptedInputsDigest string
-	Failures                  int64     // consecutive failed attempts of the last attempted revision+inputs
-	LastAttemptFinished       time.Time // when the last attempt ended
+	LastAppliedRevision        string
+	LastAppliedProgramDigest   string
+	LastAppliedInputsDigest    string
+	LastAttemptedProgramDigest string
+	LastAttemptedInputsDigest  string
+	Failures                   int64     // consecutive failed attempts of the last attempted program+inputs
+	LastAttemptFinished        time.Time // when the last attempt ended
 
 	Interrupted bool // an operation of ours was found unfinished (and counted in Failures)
 	Requested   bool // a person asked for a reconcile now (annotation changed)
@@ -45,24 +50,33 @@ type decision struct {
 }
 
 // decide applies the rules of DESIGN.md: nothing changed runs nothing; a new
-// revision or new inputs always run at once, whatever the backoff; a failed
+// program or new inputs always run at once, whatever the backoff; a failed
 // attempt is retried after retryInterval, doubling up to a cap. An interrupted
 // operation counts as a failed attempt: the first runs again at once, the
 // second in a row waits out the backoff, so that a program that gets its
 // runner killed (out of memory, say) does not loop.
+//
+// "The program" is its digest (spec.source.dir plus spec.source.git.include),
+// not the revision: in a monorepo, a commit that touches another folder is a
+// new revision with the same program, and runs nothing (ActionSkip, once; the
+// revision is then the applied one). While an attempt is failing, such a
+// commit changes nothing either: the retry keeps its backoff.
 func decide(in decideInput) decision {
 	switch {
 	case in.Interrupted && in.Failures <= 1:
 		return decision{Action: ActionUp, Why: "the previous operation was interrupted"}
-	case in.Revision != in.LastAttemptedRevision || in.InputsDigest != in.LastAttemptedInputsDigest:
-		if in.LastAttemptedRevision == "" {
+	case in.ProgramDigest != in.LastAttemptedProgramDigest || in.InputsDigest != in.LastAttemptedInputsDigest:
+		if in.LastAttemptedProgramDigest == "" && in.LastAttemptedInputsDigest == "" {
 			return decision{Action: ActionUp, Why: "first apply"}
 		}
-		if in.Revision != in.LastAttemptedRevision {
-			return decision{Action: ActionUp, Why: "new revision " + in.Revision}
+		if in.ProgramDigest != in.LastAttemptedProgramDigest {
+			return decision{Action: ActionUp, Why: "the program changed in " + in.Revision}
 		}
 		return decision{Action: ActionUp, Why: "inputs changed"}
-	case in.Revision == in.LastAppliedRevision && in.InputsDigest == in.LastAppliedInputsDigest && in.Failures == 0:
+	case in.ProgramDigest == in.LastAppliedProgramDigest && in.InputsDigest == in.LastAppliedInputsDigest && in.Failures == 0:
+		if in.Revision != in.LastAppliedRevision {
+			return decision{Action: ActionSkip, Why: "no change to the program in " + in.Revision}
+		}
 		return decision{Action: ActionNone, Why: "up to date"}
 	case in.Requested:
 		return decision{Action: ActionUp, Why: "reconcile requested"}

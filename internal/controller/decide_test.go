@@ -10,14 +10,15 @@ import (
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	applied := decideInput{
-		Revision: "main@sha1:b", InputsDigest: "sha256:2",
-		LastAppliedRevision: "main@sha1:b", LastAppliedInputsDigest: "sha256:2",
-		LastAttemptedRevision: "main@sha1:b", LastAttemptedInputsDigest: "sha256:2",
+		Revision: "main@sha1:b", ProgramDigest: "sha256:p2", InputsDigest: "sha256:2",
+		LastAppliedRevision: "main@sha1:b", LastAppliedProgramDigest: "sha256:p2", LastAppliedInputsDigest: "sha256:2",
+		LastAttemptedProgramDigest: "sha256:p2", LastAttemptedInputsDigest: "sha256:2",
 		LastAttemptFinished: now.Add(-time.Hour),
 		Now:                 now, RetryInterval: time.Minute, Interval: 10 * time.Minute,
 	}
+	// The up of program p2 at revision b failed three times; p1 (at a) is applied.
 	failed := applied
-	failed.LastAppliedRevision = "main@sha1:a"
+	failed.LastAppliedRevision, failed.LastAppliedProgramDigest = "main@sha1:a", "sha256:p1"
 	failed.Failures = 3
 	failed.LastAttemptFinished = now.Add(-time.Minute)
 
@@ -29,10 +30,27 @@ func TestDecide(t *testing.T) {
 		after  time.Duration
 	}{
 		{name: "nothing changed runs nothing", base: applied, want: ActionNone},
-		{name: "first apply", base: decideInput{Revision: "main@sha1:a", InputsDigest: "sha256:1", Now: now}, want: ActionUp},
-		{name: "new revision", base: applied, mutate: func(in *decideInput) { in.Revision = "main@sha1:c" }, want: ActionUp},
+		{name: "first apply", base: decideInput{Revision: "main@sha1:a", ProgramDigest: "sha256:p1", InputsDigest: "sha256:1", Now: now}, want: ActionUp},
+		{name: "new revision, same program: skipped", base: applied, mutate: func(in *decideInput) { in.Revision = "main@sha1:c" }, want: ActionSkip},
+		{name: "new revision, program changed", base: applied, mutate: func(in *decideInput) {
+			in.Revision, in.ProgramDigest = "main@sha1:c", "sha256:p3"
+		}, want: ActionUp},
+		// An include path's content, or the list itself, changes the program digest
+		// (the list is in the inputs digest too).
+		{name: "include changed, same revision", base: applied, mutate: func(in *decideInput) {
+			in.ProgramDigest, in.InputsDigest = "sha256:p3", "sha256:3"
+		}, want: ActionUp},
 		{name: "new inputs", base: applied, mutate: func(in *decideInput) { in.InputsDigest = "sha256:3" }, want: ActionUp},
+		{name: "new inputs, new revision, same program", base: applied, mutate: func(in *decideInput) {
+			in.Revision, in.InputsDigest = "main@sha1:c", "sha256:3"
+		}, want: ActionUp},
+		{name: "requested at a skipped revision runs nothing", base: applied, mutate: func(in *decideInput) {
+			in.Revision, in.LastAppliedRevision, in.Requested = "main@sha1:c", "main@sha1:c", true
+		}, want: ActionNone},
 		{name: "interrupted runs again", base: applied, mutate: func(in *decideInput) { in.Interrupted, in.Failures = true, 1 }, want: ActionUp},
+		{name: "interrupted, new revision with the same program still runs again", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.Revision = true, 1, "main@sha1:c"
+		}, want: ActionUp},
 		// An interruption counts as a failed attempt (recoverInterrupted adds
 		// it to Failures and finishes its record now): the second in a row backs off.
 		{name: "second interruption in a row backs off", base: applied, mutate: func(in *decideInput) {
@@ -44,15 +62,32 @@ func TestDecide(t *testing.T) {
 		{name: "interrupted, backoff over", base: applied, mutate: func(in *decideInput) {
 			in.Interrupted, in.Failures, in.LastAttemptFinished = true, 3, now.Add(-5*time.Minute)
 		}, want: ActionUp},
-		{name: "interrupted twice, new revision runs at once", base: applied, mutate: func(in *decideInput) {
-			in.Interrupted, in.Failures, in.LastAttemptFinished, in.Revision = true, 2, now, "main@sha1:n"
+		{name: "interrupted twice, program changed runs at once", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.LastAttemptFinished, in.Revision, in.ProgramDigest = true, 2, now, "main@sha1:n", "sha256:pn"
 		}, want: ActionUp},
+		{name: "interrupted twice, new revision with the same program backs off", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.LastAttemptFinished, in.Revision = true, 2, now, "main@sha1:n"
+		}, want: ActionWait, after: 2 * time.Minute},
 		{name: "requested with nothing changed still runs nothing", base: applied, mutate: func(in *decideInput) { in.Requested = true }, want: ActionNone},
 		{name: "failed, retry not due: 3rd failure waits 4m", base: failed, want: ActionWait, after: 3 * time.Minute},
 		{name: "failed, retry due", base: failed, mutate: func(in *decideInput) { in.LastAttemptFinished = now.Add(-5 * time.Minute) }, want: ActionUp},
-		{name: "failed, new revision runs at once despite backoff", base: failed, mutate: func(in *decideInput) { in.Revision = "main@sha1:z" }, want: ActionUp},
+		{name: "failed, program changed runs at once despite backoff", base: failed, mutate: func(in *decideInput) {
+			in.Revision, in.ProgramDigest = "main@sha1:z", "sha256:pz"
+		}, want: ActionUp},
+		{name: "failed, program reverted to the applied one runs at once", base: failed, mutate: func(in *decideInput) {
+			in.Revision, in.ProgramDigest = "main@sha1:z", "sha256:p1"
+		}, want: ActionUp},
+		{name: "failed, new revision with the same program keeps the backoff", base: failed, mutate: func(in *decideInput) { in.Revision = "main@sha1:z" }, want: ActionWait, after: 3 * time.Minute},
+		{name: "failed, new revision with the same program, retry due", base: failed, mutate: func(in *decideInput) {
+			in.Revision, in.LastAttemptFinished = "main@sha1:z", now.Add(-5*time.Minute)
+		}, want: ActionUp},
 		{name: "failed, spec change runs at once despite backoff", base: failed, mutate: func(in *decideInput) { in.InputsDigest = "sha256:9" }, want: ActionUp},
 		{name: "failed, reconcile requested skips the backoff", base: failed, mutate: func(in *decideInput) { in.Requested = true }, want: ActionUp},
+		// Applied before program digests were recorded, at another revision:
+		// nothing to compare with, so one up.
+		{name: "no program digest recorded, new revision", base: applied, mutate: func(in *decideInput) {
+			in.Revision, in.LastAppliedProgramDigest, in.LastAttemptedProgramDigest = "main@sha1:c", "", ""
+		}, want: ActionUp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,8 +17,12 @@ var (
 		Help:    "Duration of Pulumi operations, by type.",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800},
 	}, []string{"type"})
+	upsSkipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "stackpilot_ups_skipped_total",
+		Help: "New revisions that changed nothing under a Stack's program paths (spec.source.dir, spec.source.git.include), so no up ran.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(operationsTotal, operationSeconds)
+	metrics.Registry.MustRegister(operationsTotal, operationSeconds, upsSkipped)
 }

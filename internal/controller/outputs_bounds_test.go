@@ -154,6 +154,8 @@ func TestPublishFailedKeepsTheUp(t *testing.T) {
 	stack.Status.LastAttemptedRevision = "main@sha1:abc"
 	stack.Status.LastAppliedRevision = "main@sha1:abc"
 	stack.Status.InputsDigest = "sha256:in"
+	stack.Status.LastAttemptedProgramDigest = "sha256:p"
+	stack.Status.LastAppliedProgramDigest = "sha256:p"
 	st := &reconcileState{stack: stack}
 	for i := 1; i <= 3; i++ {
 		err := r.publishFailed(st, fitsInObject("Secret", "out", map[string]string{"big": strings.Repeat("x", 2<<20)}))
@@ -163,9 +165,10 @@ func TestPublishFailedKeepsTheUp(t *testing.T) {
 	}
 	g.Expect(stack.Status.LastAttemptedInputsDigest).To(Equal("sha256:in"), "the next reconcile must not see new inputs")
 	next := decide(decideInput{
-		Revision: "main@sha1:abc", InputsDigest: "sha256:in",
-		LastAppliedRevision: stack.Status.LastAppliedRevision, LastAppliedInputsDigest: stack.Status.InputsDigest,
-		LastAttemptedRevision: stack.Status.LastAttemptedRevision, LastAttemptedInputsDigest: stack.Status.LastAttemptedInputsDigest,
+		Revision: "main@sha1:abc", ProgramDigest: "sha256:p", InputsDigest: "sha256:in",
+		LastAppliedRevision: stack.Status.LastAppliedRevision, LastAppliedProgramDigest: stack.Status.LastAppliedProgramDigest,
+		LastAppliedInputsDigest:    stack.Status.InputsDigest,
+		LastAttemptedProgramDigest: stack.Status.LastAttemptedProgramDigest, LastAttemptedInputsDigest: stack.Status.LastAttemptedInputsDigest,
 		Failures: stack.Status.Failures, Now: time.Now(), RetryInterval: 2 * time.Second, Interval: time.Hour,
 	})
 	g.Expect(next.Action).To(Equal(ActionNone), "no up after a failed publish: %s", next.Why)

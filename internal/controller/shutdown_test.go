@@ -89,8 +89,8 @@ func TestCancelledByShutdownRunsAgainAtOnce(t *testing.T) {
 	stack.Status.History[1] = finished(v1alpha1.OutcomeFailed, v1alpha1.ProgramErrorReason)
 	g.Expect(lastInterrupted(stack)).To(BeFalse())
 
-	in := decideInput{Revision: "r2", InputsDigest: "d", LastAppliedRevision: "r1", LastAppliedInputsDigest: "d",
-		LastAttemptedRevision: "r2", LastAttemptedInputsDigest: "d", Failures: 1, LastAttemptFinished: now,
+	in := decideInput{Revision: "r2", ProgramDigest: "p2", InputsDigest: "d", LastAppliedRevision: "r1", LastAppliedProgramDigest: "p1",
+		LastAppliedInputsDigest: "d", LastAttemptedProgramDigest: "p2", LastAttemptedInputsDigest: "d", Failures: 1, LastAttemptFinished: now,
 		Interrupted: true, Now: now, RetryInterval: time.Hour, Interval: time.Hour}
 	g.Expect(decide(in).Action).To(Equal(ActionUp))
 }

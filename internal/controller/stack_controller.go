@@ -78,9 +78,11 @@ type reconcileState struct {
 	revision    string // resolved source revision, Flux format
 	gitRevision git.Revision
 	gitAuth     *git.Auth
-	artifact    artifact.Artifact
-	inputs      *inputs
-	decision    decision
+	artifact    artifact.Artifact // fetched when needed (ensureArtifact)
+	// programDigest is the digest of the program's paths at revision.
+	programDigest string
+	inputs        *inputs
+	decision      decision
 	// requeueAfter overrides the interval for the next reconcile when set.
 	requeueAfter time.Duration
 	// result is the outcome of this reconcile's up, when one ran and succeeded.
@@ -122,6 +124,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.recoverInterrupted,
 		r.resolveSource,
 		r.resolveInputs,
+		r.resolveProgram,
 		r.decide,
 		r.restoreOutputs,
 		r.fetchArtifact,

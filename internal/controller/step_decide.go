@@ -26,31 +26,38 @@ func (r *StackReconciler) inputsResolver() *inputsResolver {
 }
 
 // decide chooses between nothing, an up, and waiting out a failure's backoff.
-func (r *StackReconciler) decide(_ context.Context, st *reconcileState) (stepResult, error) {
+func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
 	if err := stackChanged(stack, st.inputs); err != nil {
 		return stepDone, err
 	}
 	in := decideInput{
-		Revision:                  st.revision,
-		InputsDigest:              st.inputs.Digest,
-		LastAppliedRevision:       stack.Status.LastAppliedRevision,
-		LastAppliedInputsDigest:   stack.Status.InputsDigest,
-		LastAttemptedRevision:     stack.Status.LastAttemptedRevision,
-		LastAttemptedInputsDigest: stack.Status.LastAttemptedInputsDigest,
-		Failures:                  stack.Status.Failures,
-		LastAttemptFinished:       lastAttemptFinished(stack),
-		Interrupted:               st.recovered != nil || lastInterrupted(stack),
-		Requested:                 isRequested(stack),
-		Now:                       time.Now(),
-		RetryInterval:             stack.GetRetryInterval(),
-		Interval:                  stack.GetRequeueAfter(),
+		Revision:                   st.revision,
+		ProgramDigest:              st.programDigest,
+		InputsDigest:               st.inputs.Digest,
+		LastAppliedRevision:        stack.Status.LastAppliedRevision,
+		LastAppliedProgramDigest:   stack.Status.LastAppliedProgramDigest,
+		LastAppliedInputsDigest:    stack.Status.InputsDigest,
+		LastAttemptedProgramDigest: stack.Status.LastAttemptedProgramDigest,
+		LastAttemptedInputsDigest:  stack.Status.LastAttemptedInputsDigest,
+		Failures:                   stack.Status.Failures,
+		LastAttemptFinished:        lastAttemptFinished(stack),
+		Interrupted:                st.recovered != nil || lastInterrupted(stack),
+		Requested:                  isRequested(stack),
+		Now:                        time.Now(),
+		RetryInterval:              stack.GetRetryInterval(),
+		Interval:                   stack.GetRequeueAfter(),
 	}
 	st.decision = decide(in)
 	switch st.decision.Action {
 	case ActionNone:
-		conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", stack.Status.LastAppliedRevision)
+		conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
 		return stepContinue, nil // restoreOutputs, and no further
+	case ActionSkip:
+		if err := r.skipUp(ctx, st); err != nil {
+			return stepDone, err
+		}
+		return stepContinue, nil // as for ActionNone
 	case ActionWait:
 		reason, msg := v1alpha1.OperationFailedReason, "the last operation failed"
 		if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Status != "True" {

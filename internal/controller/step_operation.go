@@ -28,6 +28,7 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 	}
 	stack := st.stack
 	stack.Status.LastAppliedRevision = st.revision
+	stack.Status.LastAppliedProgramDigest = st.programDigest
 	stack.Status.InputsDigest = st.inputs.Digest
 	stack.Status.LastAppliedArtifact = &v1alpha1.ArtifactReference{Revision: st.revision, Digest: st.artifact.Digest}
 	stack.Status.AppliedStack = currentStack(stack, st.inputs)
@@ -55,10 +56,13 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
 	if typ != runner.OpDestroy {
-		if revision != stack.Status.LastAttemptedRevision || st.inputs.Digest != stack.Status.LastAttemptedInputsDigest {
-			stack.Status.Failures = 0 // a new attempt starts its own backoff
+		// A new program or new inputs start their own backoff; a new revision
+		// with the same program (a commit elsewhere in a monorepo) does not.
+		if st.programDigest != stack.Status.LastAttemptedProgramDigest || st.inputs.Digest != stack.Status.LastAttemptedInputsDigest {
+			stack.Status.Failures = 0
 		}
 		stack.Status.LastAttemptedRevision = revision
+		stack.Status.LastAttemptedProgramDigest = st.programDigest
 		stack.Status.LastAttemptedInputsDigest = st.inputs.Digest
 	}
 	if typ == runner.OpUp {

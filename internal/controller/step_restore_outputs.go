@@ -26,7 +26,7 @@ import (
 // applied at each interval. The values, secret ones included, are read from
 // the stack's state (runner.OpOutputs): no up, no change to the stack.
 func (r *StackReconciler) restoreOutputs(ctx context.Context, st *reconcileState) (stepResult, error) {
-	if st.decision.Action != ActionNone {
+	if st.decision.Action != ActionNone && st.decision.Action != ActionSkip {
 		return stepContinue, nil
 	}
 	stack := st.stack

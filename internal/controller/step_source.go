@@ -59,25 +59,38 @@ func (r *StackReconciler) resolveSource(ctx context.Context, st *reconcileState)
 
 // fetchArtifact makes sure the resolved revision is in the artifact cache.
 func (r *StackReconciler) fetchArtifact(ctx context.Context, st *reconcileState) (stepResult, error) {
+	if err := r.ensureArtifact(ctx, st); err != nil {
+		return stepDone, err
+	}
+	return stepContinue, nil
+}
+
+// ensureArtifact fetches the resolved revision into the artifact cache (a
+// lookup when any Stack fetched it before) and checks that it holds the
+// program, once per reconcile.
+func (r *StackReconciler) ensureArtifact(ctx context.Context, st *reconcileState) error {
+	if st.artifact.Path != "" {
+		return nil
+	}
 	g := st.stack.Spec.Source.Git
 	art, err := r.Source.Fetcher.Fetch(ctx, g.URL, st.gitRevision, st.gitAuth, r.Artifacts)
 	if err != nil {
-		return stepDone, sourceError(err)
+		return sourceError(err)
 	}
 	// A program missing from this revision is Stalled for the revision alone:
 	// retrying it cannot help, but the commit that adds it must be seen.
 	dir := st.stack.Spec.Source.Dir
 	project, err := artifact.SubdirPath(art.Path, dir)
 	if err != nil {
-		return stepDone, stallingAt(st.revision, v1alpha1.ArtifactFailedReason,
+		return stallingAt(st.revision, v1alpha1.ArtifactFailedReason,
 			"spec.source.dir %q in revision %s: %v; fix spec.source.dir or commit the folder (checked again every spec.interval)", dir, st.revision, err)
 	}
 	if _, err := runner.ProjectName(project); err != nil {
-		return stepDone, stallingAt(st.revision, v1alpha1.ProgramErrorReason,
+		return stallingAt(st.revision, v1alpha1.ProgramErrorReason,
 			"spec.source.dir %q in revision %s: %v; commit a Pulumi project there (checked again every spec.interval)", dir, st.revision, err)
 	}
 	st.artifact = art
-	return stepContinue, nil
+	return nil
 }
 
 // FetchRevision fetches a revision recorded in status again (for destroy when the
