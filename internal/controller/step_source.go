@@ -47,7 +47,7 @@ func (r *StackReconciler) resolveSource(ctx context.Context, st *reconcileState)
 	if isRequested(stack) {
 		opts = append(opts, git.Force())
 	}
-	rev, err := r.Source.Resolver.Resolve(ctx, g.URL, gitRef(g.Ref), auth, stack.GetRequeueAfter(), opts...)
+	rev, err := r.Source.Resolver.Resolve(ctx, g.URL, gitRef(g.Ref), auth, r.sourceMaxAge(stack), opts...)
 	if err != nil {
 		return stepDone, sourceError(err)
 	}
