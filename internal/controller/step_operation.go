@@ -133,7 +133,7 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	return nil, transient(reason, fmt.Errorf("%s", msg))
 }
 
-// execute prepares a private copy of the program and runs the operation. It
+// execute prepares the program's work tree and runs the operation. It
 // always returns a result: an executor failure becomes an internal failure.
 func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact) *runner.Result {
 	st.operationStarted = true // its start is in status: its end must land (statusContext)
@@ -144,8 +144,10 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	}
 	workDir := filepath.Join(r.WorkDir, id)
 	defer os.RemoveAll(workDir)
-	programDir := filepath.Join(workDir, "program")
-	if err := r.Artifacts.CopyTree(ctx, art, st.stack.Spec.Source.Dir, programDir); err != nil {
+	// The whole tree, hard-linked from the cache (a program may read files
+	// beside its folder), with private copies of the files Pulumi rewrites.
+	programDir, _, err := r.Artifacts.LinkTree(ctx, art, st.stack.Spec.Source.Dir, filepath.Join(workDir, "tree"))
+	if err != nil {
 		return fail(runner.ErrorProgram, fmt.Errorf("spec.source.dir %q: %w", st.stack.Spec.Source.Dir, err))
 	}
 	env, err := r.runnerEnv(ctx, st, workDir) // the identity the program acts as (tenancy.go)

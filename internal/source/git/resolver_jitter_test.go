@@ -42,7 +42,7 @@ func TestJitteredWakesShareListings(t *testing.T) {
 		for k := range next {
 			next[k] = start // all created at once
 		}
-		seen := make([]int64, stacks)     // the listing each saw last (its request number)
+		seen := make([]int64, stacks) // the listing each saw last (its request number)
 		wakes := 0
 		for {
 			i := 0
