@@ -36,7 +36,8 @@ type StackReconciler struct {
 	Executor      Executor
 	Source        *GitSource
 	Artifacts     *artifact.Store
-	// WorkDir holds one private copy of the program per operation.
+	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
+	// artifacts' file system, files are hard links, not copies.
 	WorkDir string
 	// PulumiHome is shared by every operation so plugins are installed once.
 	PulumiHome string
