@@ -14,7 +14,7 @@ import (
 
 // Config is what NewStackReconciler needs besides the manager.
 type Config struct {
-	// DataDir holds the artifact cache (artifacts/), per-operation program copies
+	// DataDir holds the artifact cache (artifacts/), per-operation work trees
 	// (work/) and, by default, PULUMI_HOME (pulumi-home/).
 	DataDir                 string
 	DefaultBackend          string

@@ -14,6 +14,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
@@ -146,9 +147,13 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	defer os.RemoveAll(workDir)
 	// The whole tree, hard-linked from the cache (a program may read files
 	// beside its folder), with private copies of the files Pulumi rewrites.
-	programDir, _, err := r.Artifacts.LinkTree(ctx, art, st.stack.Spec.Source.Dir, filepath.Join(workDir, "tree"))
+	programDir, tree, err := r.Artifacts.LinkTree(ctx, art, st.stack.Spec.Source.Dir, filepath.Join(workDir, "tree"))
 	if err != nil {
 		return fail(runner.ErrorProgram, fmt.Errorf("spec.source.dir %q: %w", st.stack.Spec.Source.Dir, err))
+	}
+	if tree.LinkFallback != nil {
+		log.FromContext(ctx).V(1).Info("work tree copied, not linked: put the work and artifacts directories on one file system",
+			"reason", tree.LinkFallback.Error(), "bytes", tree.CopiedBytes)
 	}
 	env, err := r.runnerEnv(ctx, st, workDir) // the identity the program acts as (tenancy.go)
 	if err != nil {
