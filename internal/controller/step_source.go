@@ -31,8 +31,8 @@ func NewGitSource(store *artifact.Store) *GitSource {
 }
 
 // resolveSource finds the revision the Stack's ref points at now. A resolution
-// younger than the Stack's interval is reused; a reconcile-now request forces a
-// fresh one.
+// younger than the Stack's shortest jittered interval (sourceMaxAge) is reused;
+// a reconcile-now request forces a fresh one.
 func (r *StackReconciler) resolveSource(ctx context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
 	g := stack.Spec.Source.Git
