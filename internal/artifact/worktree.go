@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // WorkTreeStats says how a work tree was made.
@@ -20,6 +21,15 @@ type WorkTreeStats struct {
 	// LinkFallback is the error that made the rest of the tree be copied
 	// (a work directory on another file system than the store: EXDEV).
 	LinkFallback error
+
+	linked []linkedFile // what Verify checks
+}
+
+// linkedFile is a stored file as it was when linked.
+type linkedFile struct {
+	path  string // in the store
+	size  int64
+	mtime time.Time
 }
 
 // LinkTree fills dst, which must not exist or be empty, with a private view
@@ -106,6 +116,9 @@ func (l *treeLinker) file(src, dst string, d fs.DirEntry) error {
 		err := l.link(src, dst)
 		if err == nil {
 			l.stats.Linked++
+			if info, err := d.Info(); err == nil {
+				l.stats.linked = append(l.stats.linked, linkedFile{src, info.Size(), info.ModTime()})
+			}
 			return nil
 		}
 		if errors.Is(err, syscall.EXDEV) {
@@ -152,4 +165,34 @@ func copyPlain(src, dst string, mode os.FileMode) (int64, error) {
 		return n, err
 	}
 	return n, os.Chmod(dst, mode)
+}
+
+// Verify is the guard behind the read-only modes, which do not stop root:
+// after an operation, it reports the stored files linked into w that were
+// written since (through the link, in place), and removes the artifact a from
+// the store if there are any, so that no later operation runs the altered
+// program (the next reconcile fetches the revision again). Size and
+// modification time tell a write; a link changes neither.
+func (s *Store) Verify(a Artifact, w WorkTreeStats) ([]string, error) {
+	var changed []string
+	for _, f := range w.linked {
+		fi, err := os.Lstat(f.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // collected by GC meanwhile: nothing left to protect
+		}
+		if err != nil || fi.Size() != f.size || !fi.ModTime().Equal(f.mtime) {
+			rel, _ := filepath.Rel(a.Path, f.path)
+			changed = append(changed, filepath.ToSlash(rel))
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	hex, err := parseDigest(a.Digest)
+	if err != nil {
+		return changed, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return changed, removeAll(s.treePath(hex))
 }

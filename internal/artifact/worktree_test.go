@@ -45,8 +45,11 @@ func TestLinkTreeLinksFiles(t *testing.T) {
 	program, stats, err := s.LinkTree(ctx, a, "apps/web", dst)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(program).To(Equal(filepath.Join(dst, "apps/web")))
-	g.Expect(stats).To(Equal(WorkTreeStats{Linked: 3, Copied: 3, CopiedBytes: int64(len(workTreeSample["apps/web/Pulumi.yaml"]) +
-		len(workTreeSample["apps/web/Pulumi.dev.yaml"]) + len(workTreeSample["apps/api/Pulumi.yml"]))}))
+	g.Expect(stats.Linked).To(Equal(3))
+	g.Expect(stats.Copied).To(Equal(3))
+	g.Expect(stats.CopiedBytes).To(Equal(int64(len(workTreeSample["apps/web/Pulumi.yaml"]) +
+		len(workTreeSample["apps/web/Pulumi.dev.yaml"]) + len(workTreeSample["apps/api/Pulumi.yml"]))))
+	g.Expect(stats.LinkFallback).To(BeNil())
 
 	same := func(rel string) bool {
 		w, err := os.Stat(filepath.Join(dst, rel))
@@ -149,4 +152,29 @@ func TestLinkTreeRefusesBadDirs(t *testing.T) {
 	writeTree(t, full, map[string]string{"x": "y"})
 	_, _, err = s.LinkTree(ctx, a, "", full)
 	g.Expect(err).To(MatchError(ContainSubstring("not empty")))
+}
+
+// A write through a link (root ignores the read-only mode) is found after
+// the operation, and the altered artifact leaves the store; writes to the
+// private copies and new files are not reported.
+func TestVerifyEvictsAlteredArtifact(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s, a := storedSample(t)
+	program, stats, err := s.LinkTree(ctx, a, "apps/web", t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(program, "Pulumi.dev.yaml"), []byte("config: {}\n"), 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(program, "new.txt"), []byte("x"), 0o600)).To(Succeed())
+	changed, err := s.Verify(a, stats)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(changed).To(BeEmpty())
+	g.Expect(s.Has(a.Digest)).To(BeTrue())
+
+	linked := filepath.Join(program, "main.yaml")
+	g.Expect(os.Chmod(linked, 0o644)).To(Succeed()) // as a non-root writer would have to
+	g.Expect(os.WriteFile(linked, []byte("resources: {changed: true}"), 0o644)).To(Succeed())
+	changed, err = s.Verify(a, stats)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(changed).To(Equal([]string{"apps/web/main.yaml"}))
+	g.Expect(s.Has(a.Digest)).To(BeFalse(), "the altered tree is gone from the store")
 }

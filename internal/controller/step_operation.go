@@ -177,6 +177,10 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 	}
 	res, err := r.Executor.Run(ctx, spec)
+	if changed, verr := r.Artifacts.Verify(art, tree); len(changed) > 0 || verr != nil {
+		log.FromContext(ctx).Error(verr, "the operation wrote into the cached program through its work tree; the artifact is dropped and fetched again",
+			"digest", art.Digest, "files", changed[:min(len(changed), 10)], "count", len(changed))
+	}
 	if err != nil {
 		// The runner died or was killed: Pulumi may have left its lock behind.
 		res := fail(runner.ErrorInternal, err)

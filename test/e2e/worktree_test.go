@@ -71,4 +71,5 @@ func TestWorkTreeIsTheWholeRepository(t *testing.T) {
 	b, err = os.ReadFile(filepath.Join(cached, "apps/web/Pulumi.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(b)).To(Equal(readFileProgram))
+	g.Expect(f.ctrl.Logs(t)).NotTo(ContainSubstring("wrote into the cached program"))
 }
