@@ -9,10 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -26,6 +27,7 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/controller"
 	"github.com/stackpilot/stackpilot/internal/executor"
+	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/reaper"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
@@ -52,6 +54,7 @@ type flags struct {
 	defaultBackend          string
 	defaultPassphraseSecret string
 	concurrentOperations    int
+	intervalJitterPercent   int
 	pulumiCommand           string
 	watchNamespace          string
 	gracefulShutdownTimeout time.Duration
@@ -70,7 +73,8 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.dataDir, "data-dir", "/data", "Directory for the artifact cache, work directories, PULUMI_HOME and the default backend.")
 	flag.StringVar(&f.defaultBackend, "default-backend", "", "Backend URL for Stacks without spec.backend; {namespace} is replaced by the Stack's namespace, or /<namespace> is appended (default: file://<data-dir>/state/{namespace}).")
 	flag.StringVar(&f.defaultPassphraseSecret, "default-passphrase-secret", "", "Name of a Secret (key \"passphrase\") in each Stack's namespace used when spec.secretsProvider is not set.")
-	flag.IntVar(&f.concurrentOperations, "concurrent-operations", 4, "How many Pulumi operations run at once.")
+	flag.IntVar(&f.concurrentOperations, "concurrent-operations", defaultConcurrency(), "How many Pulumi operations (and reconciles) run at once; the default is the number of CPUs this process may use (GOMAXPROCS, which in a container follows its CPU limit).")
+	flag.IntVar(&f.intervalJitterPercent, "interval-jitter-percentage", jitter.DefaultPercentage, "Spread each Stack's requeue at spec.interval over ±this percent of it, so that Stacks created together do not wake together (0 disables it; at most 99). Retries are not jittered.")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
@@ -89,6 +93,10 @@ func run() error {
 	if f.concurrentOperations < 1 {
 		return errors.New("--concurrent-operations must be at least 1")
 	}
+	intervalJitter, err := jitter.New(f.intervalJitterPercent)
+	if err != nil {
+		return fmt.Errorf("--interval-jitter-percentage: %w", err)
+	}
 	if f.gracefulShutdownTimeout <= 0 {
 		return errors.New("--graceful-shutdown-timeout must be positive (the Pod's terminationGracePeriodSeconds must exceed it by 15s)")
 	}
@@ -104,7 +112,7 @@ func run() error {
 		return fmt.Errorf("find own executable for the runner: %w", err)
 	}
 
-	scheme := runtime.NewScheme()
+	scheme := k8sruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
@@ -144,6 +152,7 @@ func run() error {
 			OwnClusterEnv:         ownEnv,
 		},
 		DigestKeySecret: types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
+		IntervalJitter:  intervalJitter,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),
@@ -168,7 +177,7 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations,
+	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations, "intervalJitterPercentage", f.intervalJitterPercent,
 		"defaultServiceAccount", f.defaultServiceAccount, "digestKeySecret", f.ownNamespace()+"/"+f.digestKeySecret)
 	return mgr.Start(ctx)
 }
@@ -181,6 +190,16 @@ func managerShutdownTimeout(cancelGrace time.Duration) time.Duration {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// defaultConcurrency is the default of --concurrent-operations: one operation
+// per CPU this process may use. A Pulumi operation is mostly CPU (the engine,
+// the language host and the provider), so more at once only queue for the
+// CPUs, and fewer leave them idle. GOMAXPROCS rather than NumCPU: since Go
+// 1.25 it follows the cgroup CPU limit of a container (limits.cpu: "2" on a
+// 16-core node gives 2, where NumCPU says 16), and it honours $GOMAXPROCS.
+func defaultConcurrency() int {
+	return max(1, runtime.GOMAXPROCS(0))
+}
 
 // inheritEnv passes the named variables of the controller's environment to the
 // runner: enough to find the tools and, for the Kubernetes provider, the cluster.

@@ -7,7 +7,7 @@
 // index maps source keys such as "<url>@<commit>" to digests so a known
 // revision is found without touching the network.
 //
-// Stored files are read-only; operations work on private copies made with
-// CopyTree. Untar extracts archives (OCI layers, artifacts served to Jobs)
+// Stored files are read-only; operations work in trees made with LinkTree
+// (hard links, and private copies of the files Pulumi writes) or CopyTree. Untar extracts archives (OCI layers, artifacts served to Jobs)
 // with limits and without letting entries escape the destination.
 package artifact

@@ -16,7 +16,7 @@ type Artifact struct {
 	// Digest is "sha256:<hex>", see Digest.
 	Digest string `json:"digest"`
 	// Path is the directory holding the tree. Its files are read-only;
-	// use CopyTree to get a private, writable copy.
+	// use LinkTree for an operation's work tree, CopyTree for a writable copy.
 	Path string `json:"path"`
 }
 

@@ -9,11 +9,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/stackpilot/stackpilot/internal/artifact"
+	"github.com/stackpilot/stackpilot/internal/jitter"
 )
 
 // Config is what NewStackReconciler needs besides the manager.
 type Config struct {
-	// DataDir holds the artifact cache (artifacts/), per-operation program copies
+	// DataDir holds the artifact cache (artifacts/), per-operation work trees
 	// (work/) and, by default, PULUMI_HOME (pulumi-home/).
 	DataDir                 string
 	DefaultBackend          string
@@ -32,6 +33,9 @@ type Config struct {
 	// PodNamespace is the controller Pod's namespace; when empty, the
 	// POD_NAMESPACE environment variable (set from the downward API).
 	PodNamespace string
+	// IntervalJitter spreads the requeues at spec.interval (the zero value:
+	// none); see jitter.New.
+	IntervalJitter jitter.Interval
 }
 
 // NewStackReconciler wires a reconciler to a manager's clients.
@@ -79,5 +83,6 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		DigestKey:               &DigestKey{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Secret: cfg.DigestKeySecret},
 		Host:                    host,
 		PodNamespace:            podNamespace,
+		IntervalJitter:          cfg.IntervalJitter,
 	}, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
+	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/runner"
 	"github.com/stackpilot/stackpilot/internal/source/git"
 )
@@ -35,7 +36,8 @@ type StackReconciler struct {
 	Executor      Executor
 	Source        *GitSource
 	Artifacts     *artifact.Store
-	// WorkDir holds one private copy of the program per operation.
+	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
+	// artifacts' file system, files are hard links, not copies.
 	WorkDir string
 	// PulumiHome is shared by every operation so plugins are installed once.
 	PulumiHome string
@@ -57,6 +59,10 @@ type StackReconciler struct {
 	// PodNamespace is the controller Pod's namespace (env POD_NAMESPACE), where
 	// it looks for the Pod of an interrupted operation; empty outside a Pod.
 	PodNamespace string
+	// IntervalJitter spreads each requeue at spec.interval over ±p % of it, so
+	// that Stacks created together do not wake together (jitter.go). Retries
+	// and backoff waits are not jittered. The zero value adds none.
+	IntervalJitter jitter.Interval
 
 	inflight inflightOps
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
@@ -137,7 +138,7 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	return nil, transient(reason, fmt.Errorf("%s", msg))
 }
 
-// execute prepares a private copy of the program and runs the operation. It
+// execute prepares the program's work tree and runs the operation. It
 // always returns a result: an executor failure becomes an internal failure.
 func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact) *runner.Result {
 	st.operationStarted = true // its start is in status: its end must land (statusContext)
@@ -148,9 +149,15 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	}
 	workDir := filepath.Join(r.WorkDir, id)
 	defer os.RemoveAll(workDir)
-	programDir := filepath.Join(workDir, "program")
-	if err := r.Artifacts.CopyTree(ctx, art, st.stack.Spec.Source.Dir, programDir); err != nil {
+	// The whole tree, hard-linked from the cache (a program may read files
+	// beside its folder), with private copies of the files Pulumi rewrites.
+	programDir, tree, err := r.Artifacts.LinkTree(ctx, art, st.stack.Spec.Source.Dir, filepath.Join(workDir, "tree"))
+	if err != nil {
 		return fail(runner.ErrorProgram, fmt.Errorf("spec.source.dir %q: %w", st.stack.Spec.Source.Dir, err))
+	}
+	if tree.LinkFallback != nil {
+		log.FromContext(ctx).V(1).Info("work tree copied, not linked: put the work and artifacts directories on one file system",
+			"reason", tree.LinkFallback.Error(), "bytes", tree.CopiedBytes)
 	}
 	env, err := r.runnerEnv(ctx, st, workDir) // the identity the program acts as (tenancy.go)
 	if err != nil {
@@ -175,6 +182,10 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 	}
 	res, err := r.Executor.Run(ctx, spec)
+	if changed, verr := r.Artifacts.Verify(art, tree); len(changed) > 0 || verr != nil {
+		log.FromContext(ctx).Error(verr, "the operation wrote into the cached program through its work tree; the artifact is dropped and fetched again",
+			"digest", art.Digest, "files", changed[:min(len(changed), 10)], "count", len(changed))
+	}
 	if err != nil {
 		// The runner died or was killed: Pulumi may have left its lock behind.
 		res := fail(runner.ErrorInternal, err)

@@ -31,8 +31,8 @@ func NewGitSource(store *artifact.Store) *GitSource {
 }
 
 // resolveSource finds the revision the Stack's ref points at now. A resolution
-// younger than the Stack's interval is reused; a reconcile-now request forces a
-// fresh one.
+// younger than the Stack's shortest jittered interval (sourceMaxAge) is reused;
+// a reconcile-now request forces a fresh one.
 func (r *StackReconciler) resolveSource(ctx context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
 	g := stack.Spec.Source.Git
@@ -47,7 +47,7 @@ func (r *StackReconciler) resolveSource(ctx context.Context, st *reconcileState)
 	if isRequested(stack) {
 		opts = append(opts, git.Force())
 	}
-	rev, err := r.Source.Resolver.Resolve(ctx, g.URL, gitRef(g.Ref), auth, stack.GetRequeueAfter(), opts...)
+	rev, err := r.Source.Resolver.Resolve(ctx, g.URL, gitRef(g.Ref), auth, r.sourceMaxAge(stack), opts...)
 	if err != nil {
 		return stepDone, sourceError(err)
 	}

@@ -46,6 +46,9 @@ type summary struct {
 	reason  string // condition reason of a failure
 	message string // scrubbed and bounded message of a failure
 	result  ctrl.Result
+	// atInterval: result.RequeueAfter is spec.interval, the regular poll,
+	// which summarize jitters (jitter.go); every other requeue is exact.
+	atInterval bool
 }
 
 // summarize computes Ready from the outcome of the steps, patches status once,
@@ -54,6 +57,7 @@ type summary struct {
 func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, recErr error) (ctrl.Result, error) {
 	stack := st.stack
 	s := summarizeStatus(stack, recErr, st.requeueAfter, func(m string) string { return scrubMsg(st, m) })
+	s.result = jitteredResult(s, r.IntervalJitter)
 	if s.kind == outcomeFinalized {
 		return ctrl.Result{}, recErr
 	}
@@ -109,11 +113,10 @@ func summarizeStatus(stack *v1alpha1.Stack, recErr error, requeueAfter time.Dura
 		conditions.Delete(stack, v1alpha1.ReconcilingCondition)
 		conditions.Delete(stack, v1alpha1.StalledCondition)
 		stack.Status.ObservedGeneration = stack.Generation
-		res := ctrl.Result{RequeueAfter: stack.GetRequeueAfter()}
 		if requeueAfter > 0 {
-			res.RequeueAfter = requeueAfter
+			return summary{kind: outcomeOK, result: ctrl.Result{RequeueAfter: requeueAfter}}
 		}
-		return summary{kind: outcomeOK, result: res}
+		return summary{kind: outcomeOK, result: ctrl.Result{RequeueAfter: stack.GetRequeueAfter()}, atInterval: true}
 	case stall != nil:
 		m := msg(stall)
 		conditions.MarkStalled(stack, stall.Reason, "%s", m)
@@ -124,6 +127,7 @@ func summarizeStatus(stack *v1alpha1.Stack, recErr error, requeueAfter time.Dura
 		if stall.Revision != "" {
 			// Stalled for this revision only: look for a new commit at the interval.
 			s.result.RequeueAfter = stack.GetRequeueAfter()
+			s.atInterval = true
 		}
 		return s
 	case wait != nil:
