@@ -9,7 +9,13 @@
 // the same Pulumi.yaml into a work dir and time `pulumi up --yes --skip-preview`.
 // The two alternate, so that load from elsewhere falls on both alike.
 //
-//	go run ./bench/overhead [-n 5] [-concurrent-operations 4] [-v] [-keep]
+// Both sides run pulumi through the same exec wrapper (bench/internal/pulumiwrap),
+// whose log gives the wall time spent inside pulumi processes: the Stackpilot
+// side's time splits into the controller's share (commit-to-Ready minus the
+// runner's operation), the runner's own (its operation minus the time inside
+// pulumi) and Pulumi's.
+//
+//	go run ./bench/overhead [-n 5] [-concurrent-operations 0] [-timeout 5m] [-v] [-keep]
 package main
 
 import (
@@ -77,7 +83,7 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.runs, "n", 5, "Number of timed runs on each side.")
-	flag.IntVar(&o.concurrency, "concurrent-operations", 4, "The controller's --concurrent-operations.")
+	flag.IntVar(&o.concurrency, "concurrent-operations", 0, "The controller's --concurrent-operations (0: its default).")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Bound on each wait for Ready and each `pulumi up`.")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controller's log to stderr.")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, state, work dir).")
@@ -94,8 +100,12 @@ func main() {
 type sample struct {
 	stackpilot time.Duration // commit to Ready at the new revision
 	configMap  time.Duration // commit to the ConfigMap holding the new data
-	runnerOp   time.Duration // the runner's operation (Automation API: select, config, up)
-	bare       time.Duration // pulumi up --yes --skip-preview
+	runnerOp   time.Duration // the runner's operation (stackpilot_operation_duration_seconds)
+	pulumi     time.Duration // inside pulumi processes during the Stackpilot side (wrapper log)
+	procs      int           // pulumi processes the Stackpilot side started
+	commands   string        // their argv[1], in order
+	bare       time.Duration // pulumi up --yes --skip-preview, timed by the bench
+	barePulumi time.Duration // the same, from the wrapper's log
 }
 
 func run(ctx context.Context, o options) error {
@@ -109,11 +119,15 @@ func run(ctx context.Context, o options) error {
 	if err := e.Namespace(ctx, namespace); err != nil {
 		return err
 	}
-	ctrl, err := e.StartController(ctx, namespace, fmt.Sprintf("--concurrent-operations=%d", o.concurrency))
+	wrap, err := e.NewWrapper(ctx, "wrap")
 	if err != nil {
 		return err
 	}
-	bare, err := newBare(e)
+	ctrl, err := e.StartController(ctx, namespace, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...)...)
+	if err != nil {
+		return err
+	}
+	bare, err := newBare(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -166,6 +180,10 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
+		calls0, err := wrap.Count()
+		if err != nil {
+			return err
+		}
 		// Stackpilot: commit, request a reconcile, wait for Ready at the commit.
 		start := time.Now()
 		commit, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(i)}, fmt.Sprintf("run %d", i))
@@ -190,16 +208,25 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("run %d: the controller ran %.0f up operations, want 1", i, count)
 		}
 		s.runnerOp = time.Duration(sum * float64(time.Second))
+		calls, err := wrap.CallsFrom(calls0)
+		if err != nil {
+			return err
+		}
+		s.pulumi, s.procs, s.commands = benchenv.WallInside(calls), len(calls), benchenv.Commands(calls)
+		for _, c := range benchenv.Failed(calls) {
+			e.Logf("  warning: pulumi %s exited %d", c.Command(), c.Exit)
+		}
 
 		// Bare: the same program, pulumi up.
-		if s.bare, err = bare.up(ctx, i, o.timeout); err != nil {
+		if s.bare, s.barePulumi, err = bare.up(ctx, i, o.timeout); err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
 		if err := checkData(ctx, e, "overhead-bare", i); err != nil {
 			return fmt.Errorf("run %d (bare): %w", i, err)
 		}
-		e.Logf("run %d: stackpilot %s (ConfigMap changed at %s, runner operation %s), bare pulumi up %s",
-			i, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap), benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.bare))
+		e.Logf("run %d: stackpilot %s (ConfigMap changed at %s, runner operation %s, inside %d pulumi processes %s: %s), bare pulumi up %s",
+			i, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap), benchenv.Seconds(s.runnerOp),
+			s.procs, benchenv.Seconds(s.pulumi), s.commands, benchenv.Seconds(s.bare))
 		samples = append(samples, s)
 	}
 	cpuLine := benchenv.CPUSince(cpu)
@@ -214,19 +241,33 @@ func run(ctx context.Context, o options) error {
 	sp := benchenv.Median(pick(func(s sample) time.Duration { return s.stackpilot }))
 	cm := benchenv.Median(pick(func(s sample) time.Duration { return s.configMap }))
 	op := benchenv.Median(pick(func(s sample) time.Duration { return s.runnerOp }))
+	pu := benchenv.Median(pick(func(s sample) time.Duration { return s.pulumi }))
 	br := benchenv.Median(pick(func(s sample) time.Duration { return s.bare }))
+	bp := benchenv.Median(pick(func(s sample) time.Duration { return s.barePulumi }))
+	ctrlShare := benchenv.Median(pick(func(s sample) time.Duration { return s.stackpilot - s.runnerOp }))
+	runnerShare := benchenv.Median(pick(func(s sample) time.Duration { return s.runnerOp - s.pulumi }))
 
 	fmt.Printf("\n== overhead results (%d runs each, alternating)\n", len(samples))
-	fmt.Printf("%-6s %14s %16s %16s %14s %8s\n", "run", "stackpilot", "(ConfigMap at)", "(runner op)", "bare up", "ratio")
-	for i, s := range samples {
-		fmt.Printf("%-6d %14s %16s %16s %14s %7.2fx\n", i+1, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap),
-			benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.bare), s.stackpilot.Seconds()/s.bare.Seconds())
+	fmt.Printf("%-6s %11s %15s %12s %10s %6s %10s %14s %8s\n", "run", "stackpilot", "(ConfigMap at)", "(runner op)", "(pulumi)", "procs", "bare up", "(bare pulumi)", "ratio")
+	row := func(name string, s sample) {
+		fmt.Printf("%-6s %11s %15s %12s %10s %6d %10s %14s %7.2fx\n", name, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap),
+			benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.pulumi), s.procs, benchenv.Seconds(s.bare), benchenv.Seconds(s.barePulumi),
+			s.stackpilot.Seconds()/s.bare.Seconds())
 	}
-	fmt.Printf("%-6s %14s %16s %16s %14s %7.2fx\n", "median", benchenv.Seconds(sp), benchenv.Seconds(cm), benchenv.Seconds(op), benchenv.Seconds(br), sp.Seconds()/br.Seconds())
-	fmt.Printf("\nratio of medians, Stackpilot commit-to-Ready / bare pulumi up: %.2fx (Stackpilot adds %s)\n", sp.Seconds()/br.Seconds(), benchenv.Seconds(sp-br))
-	fmt.Printf("  Stackpilot's %s = the runner's Automation API operation %s (pulumi version, stack select, config, up, stack output x2,\n", benchenv.Seconds(sp), benchenv.Seconds(op))
-	fmt.Printf("  stack history; from stackpilot_operation_duration_seconds) + %s outside it (annotation-to-reconcile, ls-remote, fetch and unpack,\n", benchenv.Seconds(sp-op))
-	fmt.Printf("  runner process start, status patches). ConfigMap at: commit to the new data visible in the API server (polled every 50ms).\n")
+	for i, s := range samples {
+		row(fmt.Sprint(i+1), s)
+	}
+	procs := pick(func(s sample) time.Duration { return time.Duration(s.procs) })
+	row("median", sample{stackpilot: sp, configMap: cm, runnerOp: op, pulumi: pu, procs: int(benchenv.Median(procs)), bare: br, barePulumi: bp})
+	fmt.Printf("\nratio of medians, Stackpilot commit-to-Ready / bare pulumi up: %.2fx, target at most 1.25x (Stackpilot adds %s)\n",
+		sp.Seconds()/br.Seconds(), benchenv.Seconds(sp-br))
+	fmt.Printf("breakdown of Stackpilot's %s (medians of the per-run differences):\n", benchenv.Seconds(sp))
+	fmt.Printf("  controller %s = commit-to-Ready - runner op (annotation-to-reconcile, ls-remote, fetch and unpack, runner process start, status patches)\n", benchenv.Seconds(ctrlShare))
+	fmt.Printf("  runner     %s = runner op - time inside pulumi (spec, config and result handling between the CLI calls)\n", benchenv.Seconds(runnerShare))
+	fmt.Printf("  Pulumi     %s = wall time inside the pulumi processes of the operation, from the wrapper's log (bare up: %s inside pulumi)\n", benchenv.Seconds(pu), benchenv.Seconds(bp))
+	fmt.Printf("  pulumi processes per operation: %s (bare: 1); run 1: %s\n", fmt.Sprint(int(benchenv.Median(procs))), samples[0].commands)
+	fmt.Printf("  runner op: stackpilot_operation_duration_seconds (the runner's Result startedAt..finishedAt); ConfigMap at: commit to the new data\n")
+	fmt.Printf("  visible in the API server (polled every 50ms).\n")
 	fmt.Println(cpuLine)
 	fmt.Printf("load average at the end: %s; other processes now: %s\n", benchenv.LoadAvg(), benchenv.OtherProcesses())
 	return nil
@@ -302,14 +343,19 @@ func checkData(ctx context.Context, e *benchenv.Env, name string, run int) error
 // file:// backend and PULUMI_HOME.
 type bareSide struct {
 	e       *benchenv.Env
+	wrap    *benchenv.Wrapper // the same exec wrapper as the controller's, for fairness
 	work    string
 	env     []string
 	logPath string
 }
 
-func newBare(e *benchenv.Env) (*bareSide, error) {
+func newBare(ctx context.Context, e *benchenv.Env) (*bareSide, error) {
 	root := filepath.Join(e.Tmp, "bare")
-	b := &bareSide{e: e, work: filepath.Join(root, "work"), logPath: filepath.Join(root, "pulumi.log")}
+	wrap, err := e.NewWrapper(ctx, "wrap-bare")
+	if err != nil {
+		return nil, err
+	}
+	b := &bareSide{e: e, wrap: wrap, work: filepath.Join(root, "work"), logPath: filepath.Join(root, "pulumi.log")}
 	for _, d := range []string{b.work, filepath.Join(root, "state"), filepath.Join(root, "pulumi-home")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -332,7 +378,7 @@ func (b *bareSide) pulumi(ctx context.Context, timeout time.Duration, args ...st
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "\n$ pulumi %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, filepath.Join(b.e.Bin, "pulumi"), args...)
+	cmd := exec.CommandContext(ctx, b.wrap.Pulumi(), args...)
 	cmd.Dir, cmd.Env = b.work, b.env
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
@@ -364,11 +410,27 @@ func (b *bareSide) setUp(ctx context.Context, timeout time.Duration) error {
 	return b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
 }
 
-func (b *bareSide) up(ctx context.Context, run int, timeout time.Duration) (time.Duration, error) {
+// up times one bare `pulumi up`, by the clock and from the wrapper's log.
+func (b *bareSide) up(ctx context.Context, run int, timeout time.Duration) (wall, inside time.Duration, err error) {
 	if err := os.WriteFile(filepath.Join(b.work, "Pulumi.yaml"), []byte(program(run)), 0o644); err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	n, err := b.wrap.Count()
+	if err != nil {
+		return 0, 0, err
 	}
 	start := time.Now()
-	err := b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
-	return time.Since(start), err
+	err = b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
+	wall = time.Since(start)
+	if err != nil {
+		return 0, 0, err
+	}
+	calls, err := b.wrap.CallsFrom(n)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(calls) != 1 {
+		return 0, 0, fmt.Errorf("the bare up logged %d pulumi processes in %s, want 1", len(calls), b.wrap.Dir)
+	}
+	return wall, calls[0].Duration(), nil
 }

@@ -142,3 +142,26 @@ func (e *Env) WaitAllApplied(ctx context.Context, ns, commit string, want int, t
 		}
 	}
 }
+
+// WaitApplied polls the Stack every 50ms until it is Applied at commit and
+// returns it.
+func (e *Env) WaitApplied(ctx context.Context, key client.ObjectKey, commit string, timeout time.Duration) (*v1alpha1.Stack, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		s := &v1alpha1.Stack{}
+		if err := e.Client.Get(ctx, key, s); err != nil {
+			return nil, err
+		}
+		if Applied(s, commit) {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("the Stack %s is not Ready at %s within %s: %s", key, commit[:12], timeout, ReadyMessage(s))
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
