@@ -23,10 +23,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -127,7 +125,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	bare, err := newBare(ctx, e)
+	bare, err := e.NewBare(ctx, "bare", bareStack, o.timeout)
 	if err != nil {
 		return err
 	}
@@ -167,7 +165,9 @@ func run(ctx context.Context, o options) error {
 
 	// Bare side: stack init, config and the first up (not timed).
 	t0 = time.Now()
-	if err := bare.setUp(ctx, o.timeout); err != nil {
+	if err := bare.SetUp(ctx, program(0), map[string]string{
+		"overhead:namespace": namespace, "overhead:configMapName": "overhead-bare", "kubernetes:enableConfigMapMutable": "true",
+	}); err != nil {
 		return err
 	}
 	e.Logf("bare stack %q created and applied (first up, not timed: %s)", bareStack, benchenv.Since(t0))
@@ -218,9 +218,11 @@ func run(ctx context.Context, o options) error {
 		}
 
 		// Bare: the same program, pulumi up.
-		if s.bare, s.barePulumi, err = bare.up(ctx, i, o.timeout); err != nil {
+		up, err := bare.Up(ctx, program(i))
+		if err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
+		s.bare, s.barePulumi = up.Wall, up.Inside
 		if err := checkData(ctx, e, "overhead-bare", i); err != nil {
 			return fmt.Errorf("run %d (bare): %w", i, err)
 		}
@@ -336,101 +338,4 @@ func checkData(ctx context.Context, e *benchenv.Env, name string, run int) error
 		return fmt.Errorf("ConfigMap %s has run=%q, want %q", name, got, want)
 	}
 	return nil
-}
-
-// bareSide is a plain Pulumi work dir: the same pinned CLI and plugins, the
-// same environment as the controller's (testenv.PulumiEnv, KUBECONFIG), its own
-// file:// backend and PULUMI_HOME.
-type bareSide struct {
-	e       *benchenv.Env
-	wrap    *benchenv.Wrapper // the same exec wrapper as the controller's, for fairness
-	work    string
-	env     []string
-	logPath string
-}
-
-func newBare(ctx context.Context, e *benchenv.Env) (*bareSide, error) {
-	root := filepath.Join(e.Tmp, "bare")
-	wrap, err := e.NewWrapper(ctx, "wrap-bare")
-	if err != nil {
-		return nil, err
-	}
-	b := &bareSide{e: e, wrap: wrap, work: filepath.Join(root, "work"), logPath: filepath.Join(root, "pulumi.log")}
-	for _, d := range []string{b.work, filepath.Join(root, "state"), filepath.Join(root, "pulumi-home")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	b.env = append(e.PulumiEnv(),
-		"PULUMI_BACKEND_URL=file://"+filepath.Join(root, "state"),
-		"PULUMI_HOME="+filepath.Join(root, "pulumi-home"),
-		"PULUMI_CONFIG_PASSPHRASE="+benchenv.Passphrase,
-	)
-	return b, nil
-}
-
-func (b *bareSide) pulumi(ctx context.Context, timeout time.Duration, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	log, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	fmt.Fprintf(log, "\n$ pulumi %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, b.wrap.Pulumi(), args...)
-	cmd.Dir, cmd.Env = b.work, b.env
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pulumi %s: %v (see %s)", strings.Join(args, " "), err, b.logPath)
-	}
-	return nil
-}
-
-func (b *bareSide) setUp(ctx context.Context, timeout time.Duration) error {
-	if err := os.WriteFile(filepath.Join(b.work, "Pulumi.yaml"), []byte(program(0)), 0o644); err != nil {
-		return err
-	}
-	if err := b.pulumi(ctx, timeout, "stack", "init", bareStack, "--non-interactive"); err != nil {
-		return err
-	}
-	// The same config as the Stack's, written into the stack file as the runner does.
-	stackFile := filepath.Join(b.work, "Pulumi."+bareStack+".yaml")
-	data, err := os.ReadFile(stackFile)
-	if err != nil {
-		return err
-	}
-	if strings.Contains(string(data), "config:") {
-		return fmt.Errorf("%s already has config: %s", stackFile, data)
-	}
-	data = append(data, []byte(fmt.Sprintf("config:\n  overhead:namespace: %s\n  overhead:configMapName: overhead-bare\n  kubernetes:enableConfigMapMutable: true\n", namespace))...)
-	if err := os.WriteFile(stackFile, data, 0o644); err != nil {
-		return err
-	}
-	return b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
-}
-
-// up times one bare `pulumi up`, by the clock and from the wrapper's log.
-func (b *bareSide) up(ctx context.Context, run int, timeout time.Duration) (wall, inside time.Duration, err error) {
-	if err := os.WriteFile(filepath.Join(b.work, "Pulumi.yaml"), []byte(program(run)), 0o644); err != nil {
-		return 0, 0, err
-	}
-	n, err := b.wrap.Count()
-	if err != nil {
-		return 0, 0, err
-	}
-	start := time.Now()
-	err = b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
-	wall = time.Since(start)
-	if err != nil {
-		return 0, 0, err
-	}
-	calls, err := b.wrap.CallsFrom(n)
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(calls) != 1 {
-		return 0, 0, fmt.Errorf("the bare up logged %d pulumi processes in %s, want 1", len(calls), b.wrap.Dir)
-	}
-	return wall, calls[0].Duration(), nil
 }

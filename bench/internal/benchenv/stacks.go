@@ -114,6 +114,14 @@ func (e *Env) CountApplied(ctx context.Context, ns, commit string) (applied, tot
 	return applied, len(list.Items), notReady, nil
 }
 
+// poll is how often WaitAllApplied lists the Stacks: Env.Poll, 2s by default.
+func (e *Env) poll() time.Duration {
+	if e.Poll > 0 {
+		return e.Poll
+	}
+	return 2 * time.Second
+}
+
 // WaitAllApplied waits until want Stacks in ns are Applied at commit, calling
 // progress every `every`. It returns how many were applied when it stopped:
 // at want, or at the timeout (with an error).
@@ -138,7 +146,7 @@ func (e *Env) WaitAllApplied(ctx context.Context, ns, commit string, want int, t
 		select {
 		case <-ctx.Done():
 			return applied, ctx.Err()
-		case <-time.After(2 * time.Second):
+		case <-time.After(e.poll()):
 		}
 	}
 }
