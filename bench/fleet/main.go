@@ -96,9 +96,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	floor := time.Duration(float64(floorCPU) * float64(o.n) / float64(cores))
 	e.Logf("bare pulumi up of one change: median CPU %s (wall %s) over %d runs; floor for %d Stacks on %d cores: %s",
-		benchenv.Seconds(floorCPU), benchenv.Seconds(floorWall), o.floorRuns, o.n, cores, floor.Round(time.Second))
+		benchenv.Seconds(floorCPU), benchenv.Seconds(floorWall), o.floorRuns, o.n, cores,
+		time.Duration(float64(floorCPU)*float64(o.n)/float64(cores)).Round(time.Second))
 
 	// The controller and n Stacks, created at once.
 	commit0, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": benchenv.ConfigMapProgram(project, 0, false)}, "run 0")
@@ -135,12 +135,32 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	e.Logf("created %d Stacks in %s; waiting for all to be Ready (first apply, at most %s)", o.n, benchenv.Since(t0), o.timeout)
-	if err := waitAll(ctx, e, ctrl, o, commit0, t0, "first apply"); err != nil {
+	m, err := waitAll(ctx, e, ctrl, o, commit0, o.n, t0, "first apply")
+	createTime := time.Since(t0)
+	partial1 := err != nil
+	if partial1 {
+		// Measure with the Stacks that made it: the others are suspended.
+		if ctx.Err() != nil || m == 0 {
+			return err
+		}
+		e.Logf("%v; suspending the others and waiting 30s for operations in flight", err)
+		if err := e.SuspendNotApplied(ctx, namespace, commit0); err != nil {
+			return err
+		}
+		if err := sleep(ctx, 30*time.Second); err != nil {
+			return err
+		}
+		if m, _, _, err = e.CountApplied(ctx, namespace, commit0); err != nil {
+			return err
+		}
+	}
+	names, err := e.AppliedNames(ctx, namespace, commit0)
+	if err != nil {
 		return err
 	}
-	createTime := time.Since(t0)
 	createCPULine := benchenv.CPUSince(createCPU)
-	e.Logf("all %d Ready in %s (first apply)", o.n, createTime.Round(time.Second))
+	e.Logf("%d/%d Ready in %s (first apply)", m, o.n, createTime.Round(time.Second))
+	floor := time.Duration(float64(floorCPU) * float64(m) / float64(cores))
 
 	// One commit that changes all of them.
 	calls0, err := wrap.Count()
@@ -161,14 +181,19 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := requestAll(ctx, e, o.n); err != nil {
+	if err := requestAll(ctx, e, names); err != nil {
 		return err
 	}
-	e.Logf("committed %s and requested a reconcile of all %d Stacks in %s", commit1[:12], o.n, benchenv.Since(t1))
-	if err := waitAll(ctx, e, ctrl, o, commit1, t1, "the commit"); err != nil {
-		return err
-	}
+	e.Logf("committed %s and requested a reconcile of all %d Stacks in %s", commit1[:12], m, benchenv.Since(t1))
+	k, err := waitAll(ctx, e, ctrl, o, commit1, m, t1, "the commit")
 	commitTime := time.Since(t1)
+	partial2 := err != nil
+	if partial2 {
+		if ctx.Err() != nil {
+			return err
+		}
+		e.Logf("%v", err)
+	}
 	ctrlCPU1, err := benchenv.ProcCPU(ctrl.Pid())
 	if err != nil {
 		return err
@@ -192,7 +217,7 @@ func run(ctx context.Context, o options) error {
 	for _, c := range calls {
 		pulumiCPU += c.CPU()
 	}
-	e.Logf("all %d Ready at the commit in %s", o.n, commitTime.Round(time.Second))
+	e.Logf("%d/%d Ready at the commit in %s", k, m, commitTime.Round(time.Second))
 
 	// Idle.
 	e.Logf("idle for %s", o.idle)
@@ -218,29 +243,37 @@ func run(ctx context.Context, o options) error {
 	if o.concurrency > 0 {
 		concurrency = fmt.Sprint(o.concurrency)
 	}
-	fmt.Printf("\n== fleet results: %d Stacks (one ConfigMap each), --concurrent-operations %s, %d cores\n", o.n, concurrency, cores)
-	fmt.Printf("first apply of all %d (not the measure): %s (%.1f Stacks/min)\n", o.n, createTime.Round(time.Second), float64(o.n)/createTime.Minutes())
+	fmt.Printf("\n== fleet results: %d Stacks (one ConfigMap each), --concurrent-operations %s, %d cores\n", m, concurrency, cores)
+	if partial1 {
+		fmt.Printf("PARTIAL: only %d of %d Stacks were Ready within -timeout %s; the other %d are suspended and the rest is measured with %d\n", m, o.n, o.timeout, o.n-m, m)
+	}
+	fmt.Printf("first apply of %d (not the measure): %s (%.1f Stacks/min)\n", m, createTime.Round(time.Second), float64(m)/createTime.Minutes())
 	fmt.Printf("  %s\n", createCPULine)
-	fmt.Printf("one commit changing all %d, commit to all Ready: %s (%.1f Stacks/min)\n", o.n, commitTime.Round(100*time.Millisecond), float64(o.n)/commitTime.Minutes())
-	fmt.Printf("floor: bare pulumi up CPU %s (median of %d) × %d / %d cores = %s\n", benchenv.Seconds(floorCPU), o.floorRuns, o.n, cores, floor.Round(100*time.Millisecond))
-	fmt.Printf("ratio to the floor: %.2fx, target at most 1.5x\n", commitTime.Seconds()/floor.Seconds())
+	atLeast := ""
+	if partial2 {
+		atLeast = "at least "
+		fmt.Printf("PARTIAL: only %d of %d Stacks were Ready at the commit within -timeout %s: the time and the ratio below are lower bounds\n", k, m, o.timeout)
+	}
+	fmt.Printf("one commit changing all %d, commit to all Ready: %s%s (%.1f Stacks/min)\n", m, atLeast, commitTime.Round(100*time.Millisecond), float64(k)/commitTime.Minutes())
+	fmt.Printf("floor: bare pulumi up CPU %s (median of %d) × %d / %d cores = %s\n", benchenv.Seconds(floorCPU), o.floorRuns, m, cores, floor.Round(100*time.Millisecond))
+	fmt.Printf("ratio to the floor: %s%.2fx, target at most 1.5x\n", atLeast, commitTime.Seconds()/floor.Seconds())
 	fmt.Printf("controller process CPU in the commit phase: %s = %.1f %% of this benchmark's CPU (%s), %.1f %% of the machine's (%s over %s); target at most 5 %%\n",
 		benchenv.Seconds(ctrlCPU), pct(ctrlCPU, treeCPU), benchenv.Seconds(treeCPU), pct(ctrlCPU, busyCPU), benchenv.Seconds(busyCPU), wall.Round(time.Second))
 	fmt.Printf("pulumi processes in the commit phase: %d (%.1f per Stack: %s), their CPU %s (%.2fs per Stack, bare: %s); %.0f operations\n",
-		len(calls), float64(len(calls))/float64(o.n), commandsPerStack(calls, o.n), benchenv.Seconds(pulumiCPU),
-		pulumiCPU.Seconds()/float64(o.n), benchenv.Seconds(floorCPU), ops1-ops0)
+		len(calls), float64(len(calls))/float64(max(k, 1)), commandsPerStack(calls, max(k, 1)), benchenv.Seconds(pulumiCPU),
+		pulumiCPU.Seconds()/float64(max(k, 1)), benchenv.Seconds(floorCPU), ops1-ops0)
 	fmt.Printf("  %s\n", commitCPULine)
 	fmt.Printf("controller peak RSS (VmHWM) over the whole run: %s\n", benchenv.MiB(atReady.HWM))
 	fmt.Printf("%-28s %s\n", "no Stacks:", base)
 	fmt.Printf("%-28s %s\n", "all Ready at the commit:", atReady)
 	fmt.Printf("%-28s %s\n", fmt.Sprintf("after %s idle:", o.idle), idle)
 	fmt.Printf("idle RSS with %d Stacks: %s, target at most 150 MiB (Flux's kustomize-controller: 1,000 Kustomizations in 223 MiB); %.1f KiB per Stack over no Stacks\n",
-		o.n, benchenv.MiB(idle.RSS), float64(idle.RSS-base.RSS)/float64(o.n)/1024)
+		m, benchenv.MiB(idle.RSS), float64(idle.RSS-base.RSS)/float64(m)/1024)
 	fmt.Printf("while idle: %.0f reconciles, %.0f Pulumi operations\n", reconcilesIdle1-reconcilesIdle0, opsIdle1-opsIdle0)
 	fmt.Printf("  %s\n", idleCPULine)
-	if o.n < 1000 {
+	if m < 1000 || partial2 {
 		est := createTime + commitTime
-		scale := 1000 / float64(o.n)
+		scale := 1000 / float64(min(m, max(k, 1)))
 		fmt.Printf("ESTIMATE for -n 1000 (linear in the two apply phases, from this run): about %s (first apply %s + commit %s + idle %s + setup)\n",
 			(time.Duration(float64(est)*scale) + o.idle + time.Minute).Round(time.Minute),
 			time.Duration(float64(createTime)*scale).Round(time.Minute), time.Duration(float64(commitTime)*scale).Round(time.Minute), o.idle)
@@ -301,17 +334,17 @@ func measureFloor(ctx context.Context, e *benchenv.Env, o options) (cpu, wall ti
 	return benchenv.Median(cpus), benchenv.Median(walls), nil
 }
 
-// requestAll sets the reconcile-now annotation on every Stack, 8 at a time.
-func requestAll(ctx context.Context, e *benchenv.Env, n int) error {
-	jobs := make(chan int)
+// requestAll sets the reconcile-now annotation on the named Stacks, 8 at a time.
+func requestAll(ctx context.Context, e *benchenv.Env, names []string) error {
+	jobs := make(chan string)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range jobs {
-				if err := e.RequestReconcile(ctx, client.ObjectKey{Namespace: namespace, Name: fmt.Sprintf("fleet-%04d", i)}); err != nil {
+			for name := range jobs {
+				if err := e.RequestReconcile(ctx, client.ObjectKey{Namespace: namespace, Name: name}); err != nil {
 					select {
 					case errs <- err:
 					default:
@@ -320,8 +353,8 @@ func requestAll(ctx context.Context, e *benchenv.Env, n int) error {
 			}
 		}()
 	}
-	for i := range n {
-		jobs <- i
+	for _, name := range names {
+		jobs <- name
 	}
 	close(jobs)
 	wg.Wait()
@@ -333,23 +366,25 @@ func requestAll(ctx context.Context, e *benchenv.Env, n int) error {
 	}
 }
 
-// waitAll waits until all Stacks are Applied at commit, with a progress line
-// every 30s that estimates when the phase ends at its rate so far.
-func waitAll(ctx context.Context, e *benchenv.Env, ctrl *benchenv.Controller, o options, commit string, start time.Time, phase string) error {
-	_, err := e.WaitAllApplied(ctx, namespace, commit, o.n, o.timeout, 30*time.Second, func(applied int) {
+// waitAll waits until want Stacks are Applied at commit, with a progress
+// line every 30s that estimates when the phase ends at its rate so far. It
+// returns how many were applied when it stopped (want, or fewer with an error
+// at -timeout).
+func waitAll(ctx context.Context, e *benchenv.Env, ctrl *benchenv.Controller, o options, commit string, want int, start time.Time, phase string) (int, error) {
+	applied, err := e.WaitAllApplied(ctx, namespace, commit, want, o.timeout, 30*time.Second, func(applied int) {
 		elapsed := time.Since(start)
 		eta := "?"
 		if applied > 0 {
-			eta = (time.Duration(float64(elapsed)*float64(o.n)/float64(applied)) - elapsed).Round(time.Second).String()
+			eta = (time.Duration(float64(elapsed)*float64(want)/float64(applied)) - elapsed).Round(time.Second).String()
 		}
 		m, _ := ctrl.Memory()
-		e.Logf("  %s: %d/%d Ready after %s (%.1f Stacks/min, about %s left); controller RSS %s", phase, applied, o.n,
+		e.Logf("  %s: %d/%d Ready after %s (%.1f Stacks/min, about %s left); controller RSS %s", phase, applied, want,
 			elapsed.Round(time.Second), float64(applied)/elapsed.Minutes(), eta, benchenv.MiB(m.RSS))
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w (controller log %s)", phase, err, ctrl.LogPath)
+		return applied, fmt.Errorf("%s: %w (controller log %s)", phase, err, ctrl.LogPath)
 	}
-	return nil
+	return applied, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -182,7 +182,7 @@ func run(ctx context.Context, o options) error {
 	// the shared listing's age); three are plenty when one up runs. A
 	// controller that runs all n ups needs about as long as the first apply.
 	seenWithin := max(3*o.interval+30*time.Second, firstApply*3/2)
-	e.Logf("committed %s (touches %s/ only); waiting up to %s for all %d Stacks to be Ready at it", second[:12], folder(o.touch), seenWithin, o.n)
+	e.Logf("committed %s (touches %s/ only); waiting up to %s for all %d Stacks to be Ready at it", second[:12], folder(o.touch), seenWithin.Round(time.Second), o.n)
 	seen, waitErr := e.WaitAllApplied(ctx, namespace, second, o.n, seenWithin, 30*time.Second, func(applied int) {
 		e.Logf("  %d/%d Ready at the commit after %s", applied, o.n, benchenv.Since(t1))
 	})
@@ -224,7 +224,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("\n== monorepo results: %d Stacks (folders s00..%s) in one repository, interval %s\n", o.n, folder(o.n-1), o.interval)
 	fmt.Printf("the commit touching %s/ only: %d of %d Stacks Ready at it after %s\n", folder(o.touch), seen, o.n, seenAfter.Round(100*time.Millisecond))
 	if waitErr != nil {
-		fmt.Printf("PARTIAL: %d Stacks were not Ready at the commit within %s; operations still running then are counted in the intervals below\n", o.n-seen, seenWithin)
+		fmt.Printf("PARTIAL: %d Stacks were not Ready at the commit within %s; operations still running then are counted in the intervals below\n", o.n-seen, seenWithin.Round(time.Second))
 	}
 	fmt.Printf("ups started: %.0f (stackpilot_operations_total{type=\"up\"}); `pulumi up` processes: %d (wrapper log); target 1\n",
 		commitPhase.ups, commitPhase.wrapperUps)

@@ -173,3 +173,39 @@ func (e *Env) WaitApplied(ctx context.Context, key client.ObjectKey, commit stri
 		}
 	}
 }
+
+// AppliedNames lists the Stacks in ns Applied at commit.
+func (e *Env) AppliedNames(ctx context.Context, ns, commit string) ([]string, error) {
+	var list v1alpha1.StackList
+	if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range list.Items {
+		if Applied(&list.Items[i], commit) {
+			names = append(names, list.Items[i].Name)
+		}
+	}
+	return names, nil
+}
+
+// SuspendNotApplied sets spec.suspend on every Stack in ns not Applied at
+// commit, so that a benchmark that ran out of time measures with the others.
+func (e *Env) SuspendNotApplied(ctx context.Context, ns, commit string) error {
+	var list v1alpha1.StackList
+	if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if Applied(s, commit) {
+			continue
+		}
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Suspend = true
+		if err := e.Client.Patch(ctx, s, patch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
