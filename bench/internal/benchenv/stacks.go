@@ -174,7 +174,8 @@ func (e *Env) WaitApplied(ctx context.Context, key client.ObjectKey, commit stri
 	}
 }
 
-// AppliedNames lists the Stacks in ns Applied at commit.
+// AppliedNames lists the Stacks in ns Applied at commit and not suspended
+// (one suspended in the middle of its up may end Applied).
 func (e *Env) AppliedNames(ctx context.Context, ns, commit string) ([]string, error) {
 	var list v1alpha1.StackList
 	if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -182,7 +183,7 @@ func (e *Env) AppliedNames(ctx context.Context, ns, commit string) ([]string, er
 	}
 	var names []string
 	for i := range list.Items {
-		if Applied(&list.Items[i], commit) {
+		if Applied(&list.Items[i], commit) && !list.Items[i].Spec.Suspend {
 			names = append(names, list.Items[i].Name)
 		}
 	}
