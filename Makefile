@@ -95,14 +95,16 @@ demo: tools system-packages ## Run Stackpilot with a sample Stack until Ctrl-C: 
 ##@ Benchmarks
 
 BENCH_OVERHEAD_FLAGS ?=
-BENCH_IDLE_FLAGS ?=
-BENCH_GIT_FLAGS ?=
+BENCH_PROCESSES_FLAGS ?=
+BENCH_FLEET_FLAGS ?=
+BENCH_MONOREPO_FLAGS ?=
 
 .PHONY: bench
-bench: ## Run the benchmarks in bench/ and print their results: overhead vs bare pulumi, memory with 500 idle Stacks, Git requests with 100 Stacks (about 20 minutes on 2 cores; needs `make tools`).
+bench: ## Run the benchmarks in bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, a fleet of 1,000 Stacks, a 50-Stack monorepo (the fleet takes up to 30 minutes on 2 cores; needs `make tools`).
 	go run ./bench/overhead $(BENCH_OVERHEAD_FLAGS)
-	go run ./bench/idle $(BENCH_IDLE_FLAGS)
-	go run ./bench/gitrequests $(BENCH_GIT_FLAGS)
+	go run ./bench/processes $(BENCH_PROCESSES_FLAGS)
+	go run ./bench/fleet $(BENCH_FLEET_FLAGS)
+	go run ./bench/monorepo $(BENCH_MONOREPO_FLAGS)
 
 ##@ One-node cluster
 

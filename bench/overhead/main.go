@@ -9,7 +9,13 @@
 // the same Pulumi.yaml into a work dir and time `pulumi up --yes --skip-preview`.
 // The two alternate, so that load from elsewhere falls on both alike.
 //
-//	go run ./bench/overhead [-n 5] [-concurrent-operations 4] [-v] [-keep]
+// Both sides run pulumi through the same exec wrapper (bench/internal/pulumiwrap),
+// whose log gives the wall time spent inside pulumi processes: the Stackpilot
+// side's time splits into the controller's share (commit-to-Ready minus the
+// runner's operation), the runner's own (its operation minus the time inside
+// pulumi) and Pulumi's.
+//
+//	go run ./bench/overhead [-n 5] [-concurrent-operations 0] [-timeout 5m] [-v] [-keep]
 package main
 
 import (
@@ -17,10 +23,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -77,7 +81,7 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.runs, "n", 5, "Number of timed runs on each side.")
-	flag.IntVar(&o.concurrency, "concurrent-operations", 4, "The controller's --concurrent-operations.")
+	flag.IntVar(&o.concurrency, "concurrent-operations", 0, "The controller's --concurrent-operations (0: its default).")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Bound on each wait for Ready and each `pulumi up`.")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controller's log to stderr.")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, state, work dir).")
@@ -94,8 +98,12 @@ func main() {
 type sample struct {
 	stackpilot time.Duration // commit to Ready at the new revision
 	configMap  time.Duration // commit to the ConfigMap holding the new data
-	runnerOp   time.Duration // the runner's operation (Automation API: select, config, up)
-	bare       time.Duration // pulumi up --yes --skip-preview
+	runnerOp   time.Duration // the runner's operation (stackpilot_operation_duration_seconds)
+	pulumi     time.Duration // inside pulumi processes during the Stackpilot side (wrapper log)
+	procs      int           // pulumi processes the Stackpilot side started
+	commands   string        // their argv[1], in order
+	bare       time.Duration // pulumi up --yes --skip-preview, timed by the bench
+	barePulumi time.Duration // the same, from the wrapper's log
 }
 
 func run(ctx context.Context, o options) error {
@@ -109,11 +117,15 @@ func run(ctx context.Context, o options) error {
 	if err := e.Namespace(ctx, namespace); err != nil {
 		return err
 	}
-	ctrl, err := e.StartController(ctx, namespace, fmt.Sprintf("--concurrent-operations=%d", o.concurrency))
+	wrap, err := e.NewWrapper(ctx, "wrap")
 	if err != nil {
 		return err
 	}
-	bare, err := newBare(e)
+	ctrl, err := e.StartController(ctx, namespace, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...)...)
+	if err != nil {
+		return err
+	}
+	bare, err := e.NewBare(ctx, "bare", bareStack, o.timeout)
 	if err != nil {
 		return err
 	}
@@ -153,7 +165,9 @@ func run(ctx context.Context, o options) error {
 
 	// Bare side: stack init, config and the first up (not timed).
 	t0 = time.Now()
-	if err := bare.setUp(ctx, o.timeout); err != nil {
+	if err := bare.SetUp(ctx, program(0), map[string]string{
+		"overhead:namespace": namespace, "overhead:configMapName": "overhead-bare", "kubernetes:enableConfigMapMutable": "true",
+	}); err != nil {
 		return err
 	}
 	e.Logf("bare stack %q created and applied (first up, not timed: %s)", bareStack, benchenv.Since(t0))
@@ -163,6 +177,10 @@ func run(ctx context.Context, o options) error {
 	for i := 1; i <= o.runs; i++ {
 		var s sample
 		sum0, count0, err := upOperations(ctrl)
+		if err != nil {
+			return err
+		}
+		calls0, err := wrap.Count()
 		if err != nil {
 			return err
 		}
@@ -190,16 +208,27 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("run %d: the controller ran %.0f up operations, want 1", i, count)
 		}
 		s.runnerOp = time.Duration(sum * float64(time.Second))
+		calls, err := wrap.CallsFrom(calls0)
+		if err != nil {
+			return err
+		}
+		s.pulumi, s.procs, s.commands = benchenv.WallInside(calls), len(calls), benchenv.Commands(calls)
+		for _, c := range benchenv.Failed(calls) {
+			e.Logf("  warning: pulumi %s exited %d", c.Command(), c.Exit)
+		}
 
 		// Bare: the same program, pulumi up.
-		if s.bare, err = bare.up(ctx, i, o.timeout); err != nil {
+		up, err := bare.Up(ctx, program(i))
+		if err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
+		s.bare, s.barePulumi = up.Wall, up.Inside
 		if err := checkData(ctx, e, "overhead-bare", i); err != nil {
 			return fmt.Errorf("run %d (bare): %w", i, err)
 		}
-		e.Logf("run %d: stackpilot %s (ConfigMap changed at %s, runner operation %s), bare pulumi up %s",
-			i, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap), benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.bare))
+		e.Logf("run %d: stackpilot %s (ConfigMap changed at %s, runner operation %s, inside %d pulumi processes %s: %s), bare pulumi up %s",
+			i, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap), benchenv.Seconds(s.runnerOp),
+			s.procs, benchenv.Seconds(s.pulumi), s.commands, benchenv.Seconds(s.bare))
 		samples = append(samples, s)
 	}
 	cpuLine := benchenv.CPUSince(cpu)
@@ -214,19 +243,33 @@ func run(ctx context.Context, o options) error {
 	sp := benchenv.Median(pick(func(s sample) time.Duration { return s.stackpilot }))
 	cm := benchenv.Median(pick(func(s sample) time.Duration { return s.configMap }))
 	op := benchenv.Median(pick(func(s sample) time.Duration { return s.runnerOp }))
+	pu := benchenv.Median(pick(func(s sample) time.Duration { return s.pulumi }))
 	br := benchenv.Median(pick(func(s sample) time.Duration { return s.bare }))
+	bp := benchenv.Median(pick(func(s sample) time.Duration { return s.barePulumi }))
+	ctrlShare := benchenv.Median(pick(func(s sample) time.Duration { return s.stackpilot - s.runnerOp }))
+	runnerShare := benchenv.Median(pick(func(s sample) time.Duration { return s.runnerOp - s.pulumi }))
 
 	fmt.Printf("\n== overhead results (%d runs each, alternating)\n", len(samples))
-	fmt.Printf("%-6s %14s %16s %16s %14s %8s\n", "run", "stackpilot", "(ConfigMap at)", "(runner op)", "bare up", "ratio")
-	for i, s := range samples {
-		fmt.Printf("%-6d %14s %16s %16s %14s %7.2fx\n", i+1, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap),
-			benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.bare), s.stackpilot.Seconds()/s.bare.Seconds())
+	fmt.Printf("%-6s %11s %15s %12s %10s %6s %10s %14s %8s\n", "run", "stackpilot", "(ConfigMap at)", "(runner op)", "(pulumi)", "procs", "bare up", "(bare pulumi)", "ratio")
+	row := func(name string, s sample) {
+		fmt.Printf("%-6s %11s %15s %12s %10s %6d %10s %14s %7.2fx\n", name, benchenv.Seconds(s.stackpilot), benchenv.Seconds(s.configMap),
+			benchenv.Seconds(s.runnerOp), benchenv.Seconds(s.pulumi), s.procs, benchenv.Seconds(s.bare), benchenv.Seconds(s.barePulumi),
+			s.stackpilot.Seconds()/s.bare.Seconds())
 	}
-	fmt.Printf("%-6s %14s %16s %16s %14s %7.2fx\n", "median", benchenv.Seconds(sp), benchenv.Seconds(cm), benchenv.Seconds(op), benchenv.Seconds(br), sp.Seconds()/br.Seconds())
-	fmt.Printf("\nratio of medians, Stackpilot commit-to-Ready / bare pulumi up: %.2fx (Stackpilot adds %s)\n", sp.Seconds()/br.Seconds(), benchenv.Seconds(sp-br))
-	fmt.Printf("  Stackpilot's %s = the runner's Automation API operation %s (pulumi version, stack select, config, up, stack output x2,\n", benchenv.Seconds(sp), benchenv.Seconds(op))
-	fmt.Printf("  stack history; from stackpilot_operation_duration_seconds) + %s outside it (annotation-to-reconcile, ls-remote, fetch and unpack,\n", benchenv.Seconds(sp-op))
-	fmt.Printf("  runner process start, status patches). ConfigMap at: commit to the new data visible in the API server (polled every 50ms).\n")
+	for i, s := range samples {
+		row(fmt.Sprint(i+1), s)
+	}
+	procs := pick(func(s sample) time.Duration { return time.Duration(s.procs) })
+	row("median", sample{stackpilot: sp, configMap: cm, runnerOp: op, pulumi: pu, procs: int(benchenv.Median(procs)), bare: br, barePulumi: bp})
+	fmt.Printf("\nratio of medians, Stackpilot commit-to-Ready / bare pulumi up: %.2fx, target at most 1.25x (Stackpilot adds %s)\n",
+		sp.Seconds()/br.Seconds(), benchenv.Seconds(sp-br))
+	fmt.Printf("breakdown of Stackpilot's %s (medians of the per-run differences):\n", benchenv.Seconds(sp))
+	fmt.Printf("  controller %s = commit-to-Ready - runner op (annotation-to-reconcile, ls-remote, fetch and unpack, runner process start, status patches)\n", benchenv.Seconds(ctrlShare))
+	fmt.Printf("  runner     %s = runner op - time inside pulumi (spec, config and result handling between the CLI calls)\n", benchenv.Seconds(runnerShare))
+	fmt.Printf("  Pulumi     %s = wall time inside the pulumi processes of the operation, from the wrapper's log (bare up: %s inside pulumi)\n", benchenv.Seconds(pu), benchenv.Seconds(bp))
+	fmt.Printf("  pulumi processes per operation: %s (bare: 1); run 1: %s\n", fmt.Sprint(int(benchenv.Median(procs))), samples[0].commands)
+	fmt.Printf("  runner op: stackpilot_operation_duration_seconds (the runner's Result startedAt..finishedAt); ConfigMap at: commit to the new data\n")
+	fmt.Printf("  visible in the API server (polled every 50ms).\n")
 	fmt.Println(cpuLine)
 	fmt.Printf("load average at the end: %s; other processes now: %s\n", benchenv.LoadAvg(), benchenv.OtherProcesses())
 	return nil
@@ -295,80 +338,4 @@ func checkData(ctx context.Context, e *benchenv.Env, name string, run int) error
 		return fmt.Errorf("ConfigMap %s has run=%q, want %q", name, got, want)
 	}
 	return nil
-}
-
-// bareSide is a plain Pulumi work dir: the same pinned CLI and plugins, the
-// same environment as the controller's (testenv.PulumiEnv, KUBECONFIG), its own
-// file:// backend and PULUMI_HOME.
-type bareSide struct {
-	e       *benchenv.Env
-	work    string
-	env     []string
-	logPath string
-}
-
-func newBare(e *benchenv.Env) (*bareSide, error) {
-	root := filepath.Join(e.Tmp, "bare")
-	b := &bareSide{e: e, work: filepath.Join(root, "work"), logPath: filepath.Join(root, "pulumi.log")}
-	for _, d := range []string{b.work, filepath.Join(root, "state"), filepath.Join(root, "pulumi-home")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	b.env = append(e.PulumiEnv(),
-		"PULUMI_BACKEND_URL=file://"+filepath.Join(root, "state"),
-		"PULUMI_HOME="+filepath.Join(root, "pulumi-home"),
-		"PULUMI_CONFIG_PASSPHRASE="+benchenv.Passphrase,
-	)
-	return b, nil
-}
-
-func (b *bareSide) pulumi(ctx context.Context, timeout time.Duration, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	log, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	fmt.Fprintf(log, "\n$ pulumi %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, filepath.Join(b.e.Bin, "pulumi"), args...)
-	cmd.Dir, cmd.Env = b.work, b.env
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pulumi %s: %v (see %s)", strings.Join(args, " "), err, b.logPath)
-	}
-	return nil
-}
-
-func (b *bareSide) setUp(ctx context.Context, timeout time.Duration) error {
-	if err := os.WriteFile(filepath.Join(b.work, "Pulumi.yaml"), []byte(program(0)), 0o644); err != nil {
-		return err
-	}
-	if err := b.pulumi(ctx, timeout, "stack", "init", bareStack, "--non-interactive"); err != nil {
-		return err
-	}
-	// The same config as the Stack's, written into the stack file as the runner does.
-	stackFile := filepath.Join(b.work, "Pulumi."+bareStack+".yaml")
-	data, err := os.ReadFile(stackFile)
-	if err != nil {
-		return err
-	}
-	if strings.Contains(string(data), "config:") {
-		return fmt.Errorf("%s already has config: %s", stackFile, data)
-	}
-	data = append(data, []byte(fmt.Sprintf("config:\n  overhead:namespace: %s\n  overhead:configMapName: overhead-bare\n  kubernetes:enableConfigMapMutable: true\n", namespace))...)
-	if err := os.WriteFile(stackFile, data, 0o644); err != nil {
-		return err
-	}
-	return b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
-}
-
-func (b *bareSide) up(ctx context.Context, run int, timeout time.Duration) (time.Duration, error) {
-	if err := os.WriteFile(filepath.Join(b.work, "Pulumi.yaml"), []byte(program(run)), 0o644); err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	err := b.pulumi(ctx, timeout, "up", "--yes", "--skip-preview", "--non-interactive", "--stack", bareStack)
-	return time.Since(start), err
 }

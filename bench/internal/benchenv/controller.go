@@ -120,3 +120,16 @@ func (c *Controller) Counters() (operations, reconciles float64, err error) {
 	}
 	return operations, reconciles, nil
 }
+
+// ConcurrencyArgs is the controller flag for n concurrent operations, none
+// for n <= 0 (the controller's default).
+func ConcurrencyArgs(n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("--concurrent-operations=%d", n)}
+}
+
+// PulumiArgs points the controller at a wrapper in front of bin/pulumi; it
+// comes after testenv's own --pulumi, and the last one wins.
+func PulumiArgs(w *Wrapper) []string { return []string{"--pulumi=" + w.Pulumi()} }

@@ -47,6 +47,9 @@ type Env struct {
 	Verbose bool
 	// Keep leaves Tmp in place (logs, state) for a look afterwards.
 	Keep bool
+	// Poll is how often WaitAllApplied lists the Stacks (default 2s): the
+	// resolution of its times, and a cost on the API server and the benchmark.
+	Poll time.Duration
 
 	start    time.Time
 	cleanups []func()

@@ -207,3 +207,39 @@ func (e *Env) Header(what string) {
 	fmt.Fprintf(e.Out, "machine: %s\n", Machine())
 	fmt.Fprintf(e.Out, "load average (1/5/15 min): %s; other processes now: %s\n", LoadAvg(), OtherProcesses())
 }
+
+// CPUUsed is the CPU time used since s: by this benchmark's process tree
+// (mine) and by the whole machine (busy, everything included), and the wall
+// time between.
+func CPUUsed(s CPUSnapshot) (mine, busy, wall time.Duration) {
+	now := TakeCPU()
+	tick := time.Second / userHZ
+	return time.Duration(now.mine-s.mine) * tick, time.Duration(now.busy-s.busy) * tick, now.at.Sub(s.at)
+}
+
+// ProcCPU is the CPU time (utime+stime) process pid used itself, its
+// threads included and its children (runners, Pulumi) not.
+func ProcCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(data)
+	close := strings.LastIndexByte(s, ')')
+	if close < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[close+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var ticks int64
+	for _, i := range []int{11, 12} { // utime, stime (fields 14, 15)
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * (time.Second / userHZ), nil
+}

@@ -114,6 +114,14 @@ func (e *Env) CountApplied(ctx context.Context, ns, commit string) (applied, tot
 	return applied, len(list.Items), notReady, nil
 }
 
+// poll is how often WaitAllApplied lists the Stacks: Env.Poll, 2s by default.
+func (e *Env) poll() time.Duration {
+	if e.Poll > 0 {
+		return e.Poll
+	}
+	return 2 * time.Second
+}
+
 // WaitAllApplied waits until want Stacks in ns are Applied at commit, calling
 // progress every `every`. It returns how many were applied when it stopped:
 // at want, or at the timeout (with an error).
@@ -138,7 +146,67 @@ func (e *Env) WaitAllApplied(ctx context.Context, ns, commit string, want int, t
 		select {
 		case <-ctx.Done():
 			return applied, ctx.Err()
-		case <-time.After(2 * time.Second):
+		case <-time.After(e.poll()):
 		}
 	}
+}
+
+// WaitApplied polls the Stack every 50ms until it is Applied at commit and
+// returns it.
+func (e *Env) WaitApplied(ctx context.Context, key client.ObjectKey, commit string, timeout time.Duration) (*v1alpha1.Stack, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		s := &v1alpha1.Stack{}
+		if err := e.Client.Get(ctx, key, s); err != nil {
+			return nil, err
+		}
+		if Applied(s, commit) {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("the Stack %s is not Ready at %s within %s: %s", key, commit[:12], timeout, ReadyMessage(s))
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// AppliedNames lists the Stacks in ns Applied at commit and not suspended
+// (one suspended in the middle of its up may end Applied).
+func (e *Env) AppliedNames(ctx context.Context, ns, commit string) ([]string, error) {
+	var list v1alpha1.StackList
+	if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range list.Items {
+		if Applied(&list.Items[i], commit) && !list.Items[i].Spec.Suspend {
+			names = append(names, list.Items[i].Name)
+		}
+	}
+	return names, nil
+}
+
+// SuspendNotApplied sets spec.suspend on every Stack in ns not Applied at
+// commit, so that a benchmark that ran out of time measures with the others.
+func (e *Env) SuspendNotApplied(ctx context.Context, ns, commit string) error {
+	var list v1alpha1.StackList
+	if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if Applied(s, commit) {
+			continue
+		}
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Suspend = true
+		if err := e.Client.Patch(ctx, s, patch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
