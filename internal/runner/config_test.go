@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ func TestPrepareConfig(t *testing.T) {
 	}
 }
 
-func TestWriteStackFileKeepsSettingsAndReplacesSpecKeys(t *testing.T) {
+func TestMergeConfigKeepsSettingsAndReplacesSpecKeys(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	path := stackFileName(dir, "org/web/dev")
@@ -70,7 +71,10 @@ func TestWriteStackFileKeepsSettingsAndReplacesSpecKeys(t *testing.T) {
 		{Key: "password", Value: "pw", Secret: true},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(writeStackFile(path, pc)).To(Succeed())
+	doc0, err := readStackDoc(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	mergeConfig(doc0, pc)
+	g.Expect(writeStackDoc(path, doc0)).To(Succeed())
 
 	var doc map[string]any
 	data, _ := os.ReadFile(path)
@@ -143,4 +147,37 @@ func TestSecretStrings(t *testing.T) {
 	g.Expect(got).To(ContainElements("abc", "hunter2", "5432", `{"on":true,"port":5432,"pw":"hunter2"}`,
 		"MIIBOgIBAAJBAKj34GkxFhD9"))
 	g.Expect(got).NotTo(ContainElements("visible", "true"))
+}
+
+// TestApplyConfigWritesTheStateSalt: on a file:// backend the stack file gets
+// the passphrase salt the state records, secrets or not, so that the CLI need
+// not build its secrets manager from the state.
+func TestApplyConfigWritesTheStateSalt(t *testing.T) {
+	g := NewWithT(t)
+	backend := t.TempDir()
+	stackDir := filepath.Join(backend, ".pulumi", "stacks", "web")
+	g.Expect(os.MkdirAll(stackDir, 0o700)).To(Succeed())
+	const salt = "v1:c2FsdHNhbHQ=:v1:bm9uY2U=:Y2lwaGVy"
+	cp := `{"version":3,"checkpoint":{"latest":{"secrets_providers":{"type":"passphrase","state":{"salt":"` + salt + `"}},"resources":[]}}}`
+	g.Expect(os.WriteFile(filepath.Join(stackDir, "dev.json"), []byte(cp), 0o600)).To(Succeed())
+
+	work := t.TempDir()
+	fs := openFileStack(backend, "web", "dev")
+	o := &operation{spec: Spec{WorkDir: work, StackName: "dev"}, file: &fs}
+	pc, err := prepareConfig("web", []ConfigValue{{Key: "replicas", Value: 2}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.applyConfig(context.Background(), pc)).To(Succeed())
+	doc, err := readStackDoc(filepath.Join(work, "Pulumi.dev.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(doc["encryptionsalt"]).To(Equal(salt))
+	g.Expect(doc["config"]).To(Equal(map[string]any{"web:replicas": 2}))
+
+	// Another secrets provider: no salt.
+	o.spec.SecretsProvider = "awskms://alias/x"
+	work2 := t.TempDir()
+	o.spec.WorkDir = work2
+	g.Expect(o.applyConfig(context.Background(), pc)).To(Succeed())
+	doc, err = readStackDoc(filepath.Join(work2, "Pulumi.dev.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(doc).NotTo(HaveKey("encryptionsalt"))
 }

@@ -188,9 +188,10 @@ func (s fileStack) setTag(name, value string) error {
 	return writeFileAtomic(s.tagsPath(), data, 0o644)
 }
 
-// writeFileAtomic writes data to a temporary file beside path and renames it
-// over path. It never writes through an existing file: the work dir's files
-// may be hard links into the artifact cache.
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path, so that a reader never sees half a file, even when the
+// runner is killed mid-write. It never writes through an existing file: the
+// work dir's files may be hard links into the artifact cache.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -206,6 +207,10 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 		return err
 	}
 	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
 		_ = tmp.Close()
 		return err
 	}
