@@ -9,8 +9,8 @@ import (
 	"github.com/stackpilot/stackpilot/internal/jitter"
 )
 
-// jitteredResult moves the regular requeue at spec.interval by up to ±p % of
-// it, so that Stacks created together, which would otherwise list their
+// jitteredResult delays the regular requeue at spec.interval by up to p % of
+// it (jitter.Interval says why never earlier), so that Stacks created together, which would otherwise list their
 // repository and run their no-op reconciles in the same instant interval
 // after interval, spread over the interval instead.
 //
@@ -27,16 +27,11 @@ func jitteredResult(s summary, j jitter.Interval) ctrl.Result {
 }
 
 // sourceMaxAge is how old a Git listing shared with other Stacks may be and
-// still serve this Stack: the shortest jittered interval, not the interval.
-//
-// A Stack that wakes early (0.9 × interval after its previous reconcile, with
-// 10 %) would otherwise find the listing that it fetched itself last time
-// still fresh, and check its source only every other wake: a Stack alone on
-// its repository would see a new commit up to 2.1 intervals late. With the
-// shortest requeue as the bound, every wake sees a listing newer than the one
-// it saw before. The price is that many Stacks on one repository list it at
-// most once per shortest interval (0.9 × interval) instead of once per
-// interval: at most 11 % more requests, however many Stacks share them.
+// still serve this Stack: its interval. Requeues are never earlier than the
+// interval, so a Stack's own listing from its previous wake has always
+// expired, and any listing younger than the interval was fetched by another
+// Stack since: every wake sees a listing newer than the one it saw before, and
+// the repository is listed once per interval however many Stacks share it.
 func (r *StackReconciler) sourceMaxAge(stack *v1alpha1.Stack) time.Duration {
-	return r.IntervalJitter.Shortest(stack.GetRequeueAfter())
+	return stack.GetRequeueAfter()
 }
