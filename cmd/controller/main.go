@@ -161,7 +161,7 @@ func run() error {
 			CancelGrace: f.gracefulShutdownTimeout,
 			// Nothing that leads to the controller's credentials: how a program
 			// reaches the cluster is chosen per operation (controller.Tenancy).
-			Env: inheritEnv("PATH", "HOME", "TMPDIR"),
+			Env: runnerBaseEnv(os.Environ()),
 		},
 	})
 	if err != nil {
@@ -199,18 +199,6 @@ func ptr[T any](v T) *T { return &v }
 // 16-core node gives 2, where NumCPU says 16), and it honours $GOMAXPROCS.
 func defaultConcurrency() int {
 	return max(1, runtime.GOMAXPROCS(0))
-}
-
-// inheritEnv passes the named variables of the controller's environment to the
-// runner: enough to find the tools and, for the Kubernetes provider, the cluster.
-func inheritEnv(names ...string) []string {
-	var env []string
-	for _, n := range names {
-		if v, ok := os.LookupEnv(n); ok {
-			env = append(env, n+"="+v)
-		}
-	}
-	return env
 }
 
 // ownNamespace is where the controller keeps its own objects (the digest key).
