@@ -100,7 +100,7 @@ BENCH_FLEET_FLAGS ?=
 BENCH_MONOREPO_FLAGS ?=
 
 .PHONY: bench
-bench: ## Run the benchmarks in bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, a fleet of 1,000 Stacks, a 50-Stack monorepo (about 35 minutes on 2 cores, the fleet 33 of them; needs `make tools`).
+bench: tools ## Run the benchmarks in bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, a fleet of 1,000 Stacks, a 50-Stack monorepo (about 35 minutes on 2 cores, the fleet 33 of them; builds the pinned tools first when missing).
 	go run ./bench/overhead $(BENCH_OVERHEAD_FLAGS)
 	go run ./bench/processes $(BENCH_PROCESSES_FLAGS)
 	go run ./bench/fleet $(BENCH_FLEET_FLAGS)
