@@ -135,12 +135,18 @@ type StackSpec struct {
 }
 
 // StackSource says where the Pulumi program comes from. Exactly one source kind
-// is set; git is the only kind for now (oci and sourceRef are planned).
-// +kubebuilder:validation:XValidation:rule="[has(self.git)].exists_one(b, b)",message="exactly one source kind must be set: git"
+// is set: git or oci (sourceRef is planned).
+// +kubebuilder:validation:XValidation:rule="[has(self.git), has(self.oci)].exists_one(b, b)",message="exactly one source kind must be set: git or oci"
 type StackSource struct {
 	// Git fetches the program from a Git repository.
 	// +optional
 	Git *GitSource `json:"git,omitempty"`
+
+	// OCI fetches the program from an OCI artifact in a container registry,
+	// in Flux's format (`stackpilot artifact push`, `flux push artifact`) or
+	// any image whose chosen layer is a tar of the program.
+	// +optional
+	OCI *OCISource `json:"oci,omitempty"`
 
 	// Dir is the path of the Pulumi project (the folder holding Pulumi.yaml)
 	// inside the fetched tree. Relative, without '..' segments. Empty means the root.
@@ -184,6 +190,93 @@ type GitSource struct {
 	// +listType=set
 	// +optional
 	Include []string `json:"include,omitempty"`
+}
+
+// OCISource is an OCI repository and the artifact to pull from it.
+type OCISource struct {
+	// URL of the repository: oci://host[:port]/path, without a tag or digest
+	// (those go in ref).
+	// +kubebuilder:validation:MinLength=7
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^oci://[^/@]+/[^:@]+$')",message="url must be oci://host[:port]/repository, without a tag or digest (put those in spec.source.oci.ref)"
+	// +required
+	URL string `json:"url"`
+
+	// Ref is the tag, semver range or digest to pull. When absent, the tag
+	// "latest" is used.
+	// +optional
+	Ref *OCIRef `json:"ref,omitempty"`
+
+	// SecretRef names a Secret of type kubernetes.io/dockerconfigjson in the
+	// Stack's namespace with the registry credentials, as for image pulls.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Insecure allows plain HTTP to the registry. Only for registries on a
+	// trusted network, such as a registry on loopback in tests.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// Verify checks the artifact's signature before anything is extracted or
+	// cached; an artifact that does not verify is never applied.
+	// +optional
+	Verify *OCIVerification `json:"verify,omitempty"`
+
+	// LayerSelector chooses the layer that holds the program. When absent,
+	// the layer of Flux's content type
+	// (application/vnd.cncf.flux.content.v1.tar+gzip) is used.
+	// +optional
+	LayerSelector *OCILayerSelector `json:"layerSelector,omitempty"`
+}
+
+// OCIRef selects the artifact. At most one field is set; none means the tag
+// "latest".
+// +kubebuilder:validation:XValidation:rule="(has(self.tag) ? 1 : 0) + (has(self.semver) ? 1 : 0) + (has(self.digest) ? 1 : 0) <= 1",message="at most one of tag, semver or digest may be set"
+type OCIRef struct {
+	// Tag to follow: pushing the tag again is a new revision.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern="^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+	// +optional
+	Tag string `json:"tag,omitempty"`
+
+	// SemVer is a semver range (for example ">=1.2.0 <2.0.0"); the highest
+	// matching tag is pulled.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	SemVer string `json:"semver,omitempty"`
+
+	// Digest pins one manifest ("sha256:<64 hex>"); it never moves.
+	// +kubebuilder:validation:Pattern="^sha256:[0-9a-f]{64}$"
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// OCIVerification says how to verify an artifact's signature.
+type OCIVerification struct {
+	// Provider of the signatures. Only cosign (key-based, offline) for now.
+	// +kubebuilder:validation:Enum=cosign
+	// +kubebuilder:default=cosign
+	// +optional
+	Provider string `json:"provider,omitempty"`
+
+	// SecretRef names a Secret in the Stack's namespace whose keys ending in
+	// ".pub" hold cosign public keys (PEM); a signature that verifies with any
+	// of them is accepted.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// OCILayerSelector chooses a layer by media type.
+type OCILayerSelector struct {
+	// MediaType of the layer: the first layer of this type is extracted. Any
+	// tar or tar+gzip layer works, so a program baked into an image with a
+	// Dockerfile can be used
+	// (application/vnd.oci.image.layer.v1.tar+gzip).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +required
+	MediaType string `json:"mediaType"`
 }
 
 // GitRef selects what to check out. At most one field is set; none means the

@@ -180,24 +180,6 @@ func (r *StackReconciler) destroy(ctx context.Context, st *reconcileState, ref v
 	return nil
 }
 
-// programAt is the program of a revision this Stack ran: from the cache, or,
-// when the cache lost it (a new data volume), fetched again at exactly that
-// revision.
-func (r *StackReconciler) programAt(ctx context.Context, stack *v1alpha1.Stack, ref v1alpha1.ArtifactReference) (artifact.Artifact, error) {
-	if art, ok := r.Artifacts.Get(ref.Digest); ok {
-		return art, nil
-	}
-	auth, err := r.gitAuth(ctx, stack)
-	if err != nil {
-		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is not cached and the Git credentials are unusable: %w", ref.Revision, err)
-	}
-	fetched, err := r.Source.FetchRevision(ctx, stack, ref.Revision, auth)
-	if err != nil {
-		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is neither cached nor fetchable: %w", ref.Revision, err)
-	}
-	return fetched, nil
-}
-
 // appliedArtifact is the program of the last applied revision (see programAt).
 func (r *StackReconciler) appliedArtifact(ctx context.Context, stack *v1alpha1.Stack) (artifact.Artifact, error) {
 	return r.programAt(ctx, stack, *stack.Status.LastAppliedArtifact)

@@ -18,7 +18,6 @@ import (
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/runner"
-	"github.com/stackpilot/stackpilot/internal/source/git"
 )
 
 // Executor runs one operation to its result (internal/executor.Local in process mode).
@@ -79,12 +78,13 @@ const (
 
 // reconcileState carries what earlier steps found to later ones.
 type reconcileState struct {
-	stack       *v1alpha1.Stack
-	patcher     *patch.SerialPatcher
-	revision    string // resolved source revision, Flux format
-	gitRevision git.Revision
-	gitAuth     *git.Auth
-	artifact    artifact.Artifact // fetched when needed (ensureArtifact)
+	stack    *v1alpha1.Stack
+	patcher  *patch.SerialPatcher
+	revision string // resolved source revision, Flux format
+	// fetch brings the resolved revision into the artifact cache; set by
+	// resolveSource for the Stack's source kind, called by ensureArtifact.
+	fetch    func(ctx context.Context) (artifact.Artifact, error)
+	artifact artifact.Artifact // fetched when needed (ensureArtifact)
 	// programDigest is the digest of the program's paths at revision.
 	programDigest string
 	inputs        *inputs

@@ -24,7 +24,7 @@ type Fetcher struct {
 	// not hold every Stack that waits for it.
 	Timeout time.Duration
 
-	flight flightGroup[artifact.Artifact]
+	flight source.FlightGroup[artifact.Artifact]
 	clones atomic.Int64
 }
 

@@ -44,7 +44,7 @@ type Resolver struct {
 
 	mu       sync.Mutex
 	cache    map[string]*remoteRefs
-	flight   flightGroup[*remoteRefs]
+	flight   source.FlightGroup[*remoteRefs]
 	requests atomic.Int64
 	now      func() time.Time // for tests
 }

@@ -1,4 +1,4 @@
-package git
+package source
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 func TestFlightSharesOneCall(t *testing.T) {
 	g := NewWithT(t)
-	var fg flightGroup[int]
+	var fg FlightGroup[int]
 	var calls atomic.Int32
 	release := make(chan struct{})
 	fn := func(context.Context) (int, error) {
@@ -46,7 +46,7 @@ func TestFlightSharesOneCall(t *testing.T) {
 // cancels the work.
 func TestFlightCancelsOnlyWhenEveryoneLeft(t *testing.T) {
 	g := NewWithT(t)
-	var fg flightGroup[string]
+	var fg FlightGroup[string]
 	started := make(chan struct{})
 	cancelled := make(chan struct{})
 	release := make(chan struct{})

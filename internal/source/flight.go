@@ -1,17 +1,17 @@
-package git
+package source
 
 import (
 	"context"
 	"sync"
 )
 
-// flightGroup runs one call per key at a time and shares its result with
+// FlightGroup runs one call per key at a time and shares its result with
 // every caller that asks while it runs, like x/sync/singleflight, with one
 // difference that matters for controllers: the shared call is cancelled
 // only when every caller waiting for it has given up. With singleflight it
 // would run under the first caller's context, so one reconcile timing out
 // would fail all the others that joined it.
-type flightGroup[T any] struct {
+type FlightGroup[T any] struct {
 	mu    sync.Mutex
 	calls map[string]*flightCall[T]
 }
@@ -27,7 +27,7 @@ type flightCall[T any] struct {
 // Do returns the result of fn for key, starting it unless a call for key is
 // already running. fn gets a context that keeps the values of the first
 // caller's, is not cancelled with it, and is cancelled once no caller waits.
-func (g *flightGroup[T]) Do(ctx context.Context, key string, fn func(context.Context) (T, error)) (T, error) {
+func (g *FlightGroup[T]) Do(ctx context.Context, key string, fn func(context.Context) (T, error)) (T, error) {
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = map[string]*flightCall[T]{}
@@ -52,7 +52,7 @@ func (g *flightGroup[T]) Do(ctx context.Context, key string, fn func(context.Con
 	}
 }
 
-func (g *flightGroup[T]) run(ctx context.Context, key string, c *flightCall[T], fn func(context.Context) (T, error)) {
+func (g *FlightGroup[T]) run(ctx context.Context, key string, c *flightCall[T], fn func(context.Context) (T, error)) {
 	defer c.cancel()
 	c.val, c.err = fn(ctx)
 	g.mu.Lock()
@@ -65,7 +65,7 @@ func (g *flightGroup[T]) run(ctx context.Context, key string, c *flightCall[T], 
 
 // leave drops a waiter; the last one out cancels the call and unregisters
 // it, so later callers start afresh instead of joining a cancelled call.
-func (g *flightGroup[T]) leave(key string, c *flightCall[T]) {
+func (g *FlightGroup[T]) leave(key string, c *flightCall[T]) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c.waiters--

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/artifact"
+	"github.com/stackpilot/stackpilot/internal/source/git"
+)
+
+// GitSource resolves Git revisions with ls-remote, shared by every Stack that
+// follows the same (url, ref, credentials), and fetches each new revision once
+// into the content-addressed artifact cache.
+type GitSource struct {
+	Resolver *git.Resolver
+	Fetcher  *git.Fetcher
+	Store    *artifact.Store
+}
+
+// NewGitSource returns a GitSource over store.
+func NewGitSource(store *artifact.Store) *GitSource {
+	return &GitSource{Resolver: git.NewResolver(), Fetcher: git.NewFetcher(), Store: store}
+}
+
+// resolveGit resolves spec.source.git's ref with a shared ls-remote.
+func (r *StackReconciler) resolveGit(ctx context.Context, st *reconcileState) error {
+	stack := st.stack
+	g := stack.Spec.Source.Git
+	auth, err := r.gitAuth(ctx, stack)
+	if err != nil {
+		return err
+	}
+	var opts []git.ResolveOption
+	if isRequested(stack) {
+		opts = append(opts, git.Force())
+	}
+	rev, err := r.Source.Resolver.Resolve(ctx, g.URL, gitRef(g.Ref), auth, r.sourceMaxAge(stack), opts...)
+	if err != nil {
+		return sourceError(err, v1alpha1.GitOperationFailedReason)
+	}
+	st.revision = rev.String()
+	st.fetch = func(ctx context.Context) (artifact.Artifact, error) {
+		art, err := r.Source.Fetcher.Fetch(ctx, g.URL, rev, auth, r.Artifacts)
+		if err != nil {
+			return artifact.Artifact{}, sourceError(err, v1alpha1.GitOperationFailedReason)
+		}
+		return art, nil
+	}
+	return nil
+}
+
+// gitFetchRevision fetches a revision recorded in status again (for destroy
+// when the cache lost it).
+func (r *StackReconciler) gitFetchRevision(ctx context.Context, stack *v1alpha1.Stack, revision string) (artifact.Artifact, error) {
+	auth, err := r.gitAuth(ctx, stack)
+	if err != nil {
+		return artifact.Artifact{}, fmt.Errorf("the program of revision %s is not cached and the Git credentials are unusable: %w", revision, err)
+	}
+	rev, err := git.ParseRevision(revision)
+	if err == nil {
+		var art artifact.Artifact
+		art, err = r.Source.Fetcher.Fetch(ctx, stack.Spec.Source.Git.URL, rev, auth, r.Source.Store)
+		if err == nil {
+			return art, nil
+		}
+	}
+	return artifact.Artifact{}, fmt.Errorf("the program of revision %s is neither cached nor fetchable: %w", revision, err)
+}
+
+// gitAuth reads the credentials Secret named by spec.source.git.secretRef.
+func (r *StackReconciler) gitAuth(ctx context.Context, stack *v1alpha1.Stack) (*git.Auth, error) {
+	g := stack.Spec.Source.Git
+	if g.SecretRef == nil {
+		return git.NewAuth(g.URL, nil)
+	}
+	var sec corev1.Secret
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: g.SecretRef.Name}, &sec)
+	if apierrors.IsNotFound(err) {
+		return nil, waiting(v1alpha1.AuthenticationFailedReason, "spec.source.git.secretRef: Secret %s not found", g.SecretRef.Name)
+	}
+	if err != nil {
+		return nil, transient(v1alpha1.AuthenticationFailedReason, fmt.Errorf("read Secret %s: %w", g.SecretRef.Name, err))
+	}
+	auth, err := git.NewAuth(g.URL, sec.Data)
+	if err != nil {
+		return nil, stalling(v1alpha1.AuthenticationFailedReason, "spec.source.git.secretRef (Secret %s): %v", g.SecretRef.Name, err)
+	}
+	return auth, nil
+}
+
+func gitRef(ref *v1alpha1.GitRef) git.Ref {
+	if ref == nil {
+		return git.Ref{}
+	}
+	return git.Ref{Branch: ref.Branch, Tag: ref.Tag, SemVer: ref.SemVer, Commit: ref.Commit}
+}
