@@ -1,0 +1,6 @@
+// Package oci resolves the OCI references of Stacks (tag, semver range,
+// digest) to manifest digests, sharing each lookup between every Stack that
+// asks the same question, and fetches verified artifacts into the artifact
+// store. Registry access itself is internal/oci; signatures are
+// internal/oci/cosign.
+package oci

@@ -1,0 +1,171 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/stackpilot/stackpilot/internal/artifact"
+	ocilib "github.com/stackpilot/stackpilot/internal/oci"
+	"github.com/stackpilot/stackpilot/internal/source"
+)
+
+const (
+	// DefaultMaxSize bounds an artifact's chosen layer (--artifact-max-size).
+	DefaultMaxSize = 100 << 20
+	// DefaultFetchTimeout bounds one verification and download.
+	DefaultFetchTimeout = 10 * time.Minute
+)
+
+// Verifier checks an artifact's signatures before anything of it is read.
+type Verifier interface {
+	// Verify returns nil when a signature of repository@digest verifies.
+	Verify(ctx context.Context, repository, digest string, client *ocilib.Client) error
+	// ID fingerprints what is trusted (the keys): a verification recorded
+	// under one ID does not count for another.
+	ID() string
+}
+
+// VerificationError reports an artifact whose signature did not verify;
+// nothing of it was extracted or cached.
+type VerificationError struct {
+	Ref string // oci://host/repo:tag@sha256:…
+	Err error
+}
+
+func (e *VerificationError) Error() string {
+	return fmt.Sprintf("verification of %s failed: %v", e.Ref, e.Err)
+}
+
+func (e *VerificationError) Unwrap() error { return e.Err }
+
+// FetchOptions say what to take from an artifact and what to trust.
+type FetchOptions struct {
+	// LayerMediaType chooses the layer; empty is Flux's content layer.
+	LayerMediaType string
+	// Verifier, when set, must accept the artifact before it is pulled, or
+	// used from the cache.
+	Verifier Verifier
+}
+
+// Fetcher pulls artifacts into the artifact store, once per (repository,
+// digest, layer type): a digest names immutable content, so an artifact
+// fetched before is served from the store. A Fetcher is safe for concurrent
+// use; concurrent fetches of one artifact share one download.
+type Fetcher struct {
+	// MaxSize bounds the chosen layer, checked against the manifest before
+	// download and while reading.
+	MaxSize int64
+	Timeout time.Duration
+
+	flight source.FlightGroup[artifact.Artifact]
+	pulls  atomic.Int64
+}
+
+// NewFetcher returns a Fetcher with the default bounds.
+func NewFetcher() *Fetcher { return &Fetcher{MaxSize: DefaultMaxSize, Timeout: DefaultFetchTimeout} }
+
+// Pulls returns how many artifacts the Fetcher downloaded.
+func (f *Fetcher) Pulls() int64 { return f.pulls.Load() }
+
+// IndexKey is the store index key of an artifact's tree.
+func IndexKey(repository, digest, layerMediaType string) string {
+	return "oci\x00" + repository + "@" + digest + "\x00" + layerMediaType
+}
+
+func verifiedKey(repository, digest, verifierID string) string {
+	return "oci-verified\x00" + repository + "@" + digest + "\x00" + verifierID
+}
+
+// Fetch returns the tree of the artifact rev names, verifying it first when
+// opts.Verifier is set. Errors: *VerificationError, the source package's
+// *AuthError and *NotFoundError, internal/oci's *LimitError and *DigestError,
+// artifact's *UnsafePathError (an entry that would escape the tree), and
+// *source.TransientError for the rest.
+func (f *Fetcher) Fetch(ctx context.Context, repository string, rev Revision, client *ocilib.Client, opts FetchOptions, store *artifact.Store) (artifact.Artifact, error) {
+	if opts.Verifier != nil {
+		if err := f.verify(ctx, repository, rev, client, opts.Verifier, store); err != nil {
+			return artifact.Artifact{}, err
+		}
+	}
+	key := IndexKey(repository, rev.Digest, opts.LayerMediaType)
+	if a, ok := indexed(store, key); ok {
+		return a, nil
+	}
+	return f.flight.Do(ctx, key, func(ctx context.Context) (artifact.Artifact, error) {
+		if a, ok := indexed(store, key); ok {
+			return a, nil
+		}
+		if f.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, f.Timeout)
+			defer cancel()
+		}
+		return f.pull(ctx, repository, rev, client, opts, store, key)
+	})
+}
+
+// verify runs the Verifier unless it accepted this digest with the same
+// trusted keys before (recorded in the store's index).
+func (f *Fetcher) verify(ctx context.Context, repository string, rev Revision, client *ocilib.Client, v Verifier, store *artifact.Store) error {
+	vkey := verifiedKey(repository, rev.Digest, v.ID())
+	if _, ok := store.Lookup(vkey); ok {
+		return nil
+	}
+	if err := v.Verify(ctx, repository, rev.Digest, client); err != nil {
+		var authErr *ocilib.AuthError
+		if errors.As(err, &authErr) {
+			return classify(err, repository, Ref{Digest: rev.Digest})
+		}
+		return &VerificationError{Ref: RefString(repository, rev), Err: err}
+	}
+	return store.Link(vkey, rev.Digest)
+}
+
+func (f *Fetcher) pull(ctx context.Context, repository string, rev Revision, client *ocilib.Client, opts FetchOptions, store *artifact.Store, key string) (artifact.Artifact, error) {
+	staging, err := store.TempDir("oci-")
+	if err != nil {
+		return artifact.Artifact{}, err
+	}
+	defer os.RemoveAll(staging)
+	tree := filepath.Join(staging, "tree")
+	f.pulls.Add(1)
+	ref := ocilib.Reference{Repository: repository, Digest: rev.Digest}
+	if _, err := client.Pull(ctx, ref, tree, ocilib.PullOptions{MaxSize: f.MaxSize, MaxExtractedSize: f.MaxSize, LayerMediaType: opts.LayerMediaType}); err != nil {
+		return artifact.Artifact{}, pullError(err, repository, rev)
+	}
+	a, err := store.Put(ctx, tree)
+	if err != nil {
+		return artifact.Artifact{}, err
+	}
+	if err := store.Link(key, a.Digest); err != nil {
+		return artifact.Artifact{}, err
+	}
+	return a, nil
+}
+
+// pullError keeps the errors that say what is wrong with the artifact as
+// they are and classifies registry errors like Resolve does.
+func pullError(err error, repository string, rev Revision) error {
+	var limit *ocilib.LimitError
+	var digest *ocilib.DigestError
+	var unsafe *artifact.UnsafePathError
+	var limits *artifact.LimitError
+	switch {
+	case errors.As(err, &limit), errors.As(err, &digest), errors.As(err, &unsafe), errors.As(err, &limits):
+		return fmt.Errorf("artifact %s: %w", RefString(repository, rev), err)
+	}
+	return classify(err, repository, Ref{Digest: rev.Digest})
+}
+
+func indexed(store *artifact.Store, key string) (artifact.Artifact, bool) {
+	digest, ok := store.Lookup(key)
+	if !ok {
+		return artifact.Artifact{}, false
+	}
+	return store.Get(digest)
+}
