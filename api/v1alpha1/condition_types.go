@@ -94,6 +94,14 @@ const (
 	// GitOperationFailedReason: a Git clone, fetch or checkout failed.
 	GitOperationFailedReason = "GitOperationFailed"
 
+	// OCIOperationFailedReason: a registry request (resolving a tag, listing
+	// tags, pulling an artifact) failed.
+	OCIOperationFailedReason = "OCIOperationFailed"
+
+	// VerificationFailedReason: the OCI artifact's signature did not verify
+	// with the keys of spec.source.oci.verify; nothing of it was applied.
+	VerificationFailedReason = "VerificationFailed"
+
 	// ArtifactFailedReason: the program tree could not be stored in or read from
 	// the artifact cache.
 	ArtifactFailedReason = meta.ArtifactFailedReason

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -58,6 +59,7 @@ type flags struct {
 	pulumiCommand           string
 	watchNamespace          string
 	gracefulShutdownTimeout time.Duration
+	artifactMaxSize         string
 	// tenancy and the inputs digest key
 	defaultServiceAccount string
 	digestKeySecret       string
@@ -75,6 +77,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.defaultPassphraseSecret, "default-passphrase-secret", "", "Name of a Secret (key \"passphrase\") in each Stack's namespace used when spec.secretsProvider is not set.")
 	flag.IntVar(&f.concurrentOperations, "concurrent-operations", defaultConcurrency(), "How many Pulumi operations (and reconciles) run at once; the default is the number of CPUs this process may use (GOMAXPROCS, which in a container follows its CPU limit).")
 	flag.IntVar(&f.intervalJitterPercent, "interval-jitter-percentage", jitter.DefaultPercentage, "Delay each Stack's requeue at spec.interval by up to this percent of it, so that Stacks created together do not wake together (0 disables it; at most 99). Never earlier than the interval, so Stacks on one repository share one ls-remote per interval. Retries are not jittered.")
+	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest OCI artifact accepted: its chosen layer (checked against the manifest before download, and while reading) and the files extracted from it are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
@@ -99,6 +102,10 @@ func run() error {
 	}
 	if f.gracefulShutdownTimeout <= 0 {
 		return errors.New("--graceful-shutdown-timeout must be positive (the Pod's terminationGracePeriodSeconds must exceed it by 15s)")
+	}
+	artifactMaxSize, err := parseSize(f.artifactMaxSize)
+	if err != nil {
+		return fmt.Errorf("--artifact-max-size: %w", err)
 	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
@@ -153,6 +160,7 @@ func run() error {
 		},
 		DigestKeySecret: types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
 		IntervalJitter:  intervalJitter,
+		ArtifactMaxSize: artifactMaxSize,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),
@@ -241,4 +249,17 @@ func ownClusterEnv(cfg *rest.Config, dataDir string) (map[string]string, error) 
 		return nil, fmt.Errorf("kubeconfig for Stacks without a ServiceAccount: %w", err)
 	}
 	return map[string]string{"KUBECONFIG": path}, nil
+}
+
+// parseSize reads a Kubernetes quantity ("100Mi") as a positive byte count.
+func parseSize(s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size: write it like 100Mi, 1Gi or 104857600", s)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n <= 0 {
+		return 0, fmt.Errorf("%q: want a positive whole number of bytes", s)
+	}
+	return n, nil
 }

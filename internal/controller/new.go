@@ -30,6 +30,12 @@ type Config struct {
 	// Source resolves and fetches Git programs; a new one sharing resolutions
 	// across Stacks is made when nil.
 	Source *GitSource
+	// OCI resolves and fetches OCI artifacts; a new one sharing resolutions
+	// across Stacks, with ArtifactMaxSize, is made when nil.
+	OCI *OCISource
+	// ArtifactMaxSize bounds an OCI artifact's layer and the files extracted
+	// from it, in bytes (0: srcoci.DefaultMaxSize).
+	ArtifactMaxSize int64
 	// PodNamespace is the controller Pod's namespace; when empty, the
 	// POD_NAMESPACE environment variable (set from the downward API).
 	PodNamespace string
@@ -67,12 +73,17 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if src == nil {
 		src = NewGitSource(store)
 	}
+	oci := cfg.OCI
+	if oci == nil {
+		oci = NewOCISource(cfg.ArtifactMaxSize)
+	}
 	return &StackReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		EventRecorder:           mgr.GetEventRecorder("stackpilot-controller"),
 		Executor:                cfg.Executor,
 		Source:                  src,
+		OCI:                     oci,
 		Artifacts:               store,
 		WorkDir:                 filepath.Join(cfg.DataDir, "work"),
 		PulumiHome:              filepath.Join(cfg.DataDir, "pulumi-home"),

@@ -69,6 +69,14 @@ func indexReferences(obj client.Object) []string {
 	if g := stack.Spec.Source.Git; g != nil && g.SecretRef != nil {
 		refs = append(refs, "Secret/"+g.SecretRef.Name)
 	}
+	if o := stack.Spec.Source.OCI; o != nil {
+		if o.SecretRef != nil {
+			refs = append(refs, "Secret/"+o.SecretRef.Name)
+		}
+		if o.Verify != nil {
+			refs = append(refs, "Secret/"+o.Verify.SecretRef.Name)
+		}
+	}
 	return refs
 }
 

@@ -34,6 +34,7 @@ type StackReconciler struct {
 	EventRecorder events.EventRecorder
 	Executor      Executor
 	Source        *GitSource
+	OCI           *OCISource
 	Artifacts     *artifact.Store
 	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
 	// artifacts' file system, files are hard links, not copies.

@@ -170,6 +170,9 @@ func appliedMessage(stack *v1alpha1.Stack) string {
 func programPaths(stack *v1alpha1.Stack) string {
 	d := path.Clean("/" + stack.Spec.Source.Dir)
 	if d == "/" {
+		if stack.Spec.Source.OCI != nil {
+			return "the artifact"
+		}
 		return "the repository" // the whole tree: include adds nothing
 	}
 	paths := []string{strings.TrimPrefix(d, "/") + "/"}

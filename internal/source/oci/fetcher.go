@@ -23,7 +23,9 @@ const (
 
 // Verifier checks an artifact's signatures before anything of it is read.
 type Verifier interface {
-	// Verify returns nil when a signature of repository@digest verifies.
+	// Verify returns nil when a signature of repository@digest verifies, a
+	// *VerificationError when none does (Ref may be left empty), and any
+	// other error when the signatures could not be read.
 	Verify(ctx context.Context, repository, digest string, client *ocilib.Client) error
 	// ID fingerprints what is trusted (the keys): a verification recorded
 	// under one ID does not count for another.
@@ -117,11 +119,15 @@ func (f *Fetcher) verify(ctx context.Context, repository string, rev Revision, c
 		return nil
 	}
 	if err := v.Verify(ctx, repository, rev.Digest, client); err != nil {
-		var authErr *ocilib.AuthError
-		if errors.As(err, &authErr) {
+		var ve *VerificationError
+		if !errors.As(err, &ve) {
+			// The signatures could not be read: a registry error, not a verdict.
 			return classify(err, repository, Ref{Digest: rev.Digest})
 		}
-		return &VerificationError{Ref: RefString(repository, rev), Err: err}
+		if ve.Ref == "" {
+			ve = &VerificationError{Ref: RefString(repository, rev), Err: ve.Err}
+		}
+		return ve
 	}
 	return store.Link(vkey, rev.Digest)
 }

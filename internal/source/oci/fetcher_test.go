@@ -27,7 +27,7 @@ type keyVerifier struct {
 func (v *keyVerifier) Verify(_ context.Context, _, digest string, _ *ocilib.Client) error {
 	v.asked = append(v.asked, digest)
 	if !v.accept[digest] {
-		return errors.New("no signature verifies with the given keys")
+		return &VerificationError{Err: errors.New("no signature verifies with the given keys")}
 	}
 	return nil
 }
