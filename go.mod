@@ -3,7 +3,7 @@ module github.com/stackpilot/stackpilot
 go 1.26.6
 
 require (
-	github.com/Masterminds/semver/v3 v3.4.0
+	github.com/Masterminds/semver/v3 v3.5.0
 	github.com/fluxcd/pkg/apis/meta v1.33.0
 	github.com/fluxcd/pkg/gittestserver v0.25.0
 	github.com/fluxcd/pkg/runtime v0.117.0
@@ -20,6 +20,13 @@ require (
 	k8s.io/apimachinery v0.37.0
 	k8s.io/client-go v0.37.0
 	sigs.k8s.io/controller-runtime v0.25.0
+)
+
+require (
+	github.com/fluxcd/pkg/oci v0.70.0 // indirect
+	github.com/fluxcd/pkg/sourceignore v0.19.0 // indirect
+	github.com/fluxcd/pkg/tar v1.2.0 // indirect
+	github.com/fluxcd/pkg/version v0.17.0 // indirect
 )
 
 require (
@@ -52,7 +59,7 @@ require (
 	github.com/deckarep/golang-set/v2 v2.5.0 // indirect
 	github.com/djherbis/times v1.5.0 // indirect
 	github.com/docker/cli v29.7.2+incompatible // indirect
-	github.com/docker/docker-credential-helpers v0.9.3 // indirect
+	github.com/docker/docker-credential-helpers v0.9.5 // indirect
 	github.com/ebitengine/purego v0.10.2 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/emirpasic/gods v1.18.1 // indirect
