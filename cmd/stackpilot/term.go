@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 
@@ -12,6 +13,15 @@ import (
 func isTerminal(s any) bool {
 	f, ok := s.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// warnf prints a warning line on stderr, "warning:" in yellow on a terminal.
+func (c *cli) warnf(format string, args ...any) {
+	label := "warning:"
+	if useColour(c.stderr) {
+		label = "\x1b[33mwarning:\x1b[0m"
+	}
+	fmt.Fprintf(c.stderr, "%s %s\n", label, fmt.Sprintf(format, args...))
 }
 
 // useColour: only on a terminal, and never when NO_COLOR is set
