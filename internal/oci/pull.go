@@ -196,6 +196,15 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	if v.err != nil {
 		return 0, v.err
 	}
+	// Read at most one byte past the smaller bound, so a stream that is
+	// too long is caught after a bounded read whatever the chunk sizes.
+	bound := v.layer.Size
+	if v.max > 0 && v.max < bound {
+		bound = v.max
+	}
+	if room := bound + 1 - v.n; int64(len(p)) > room {
+		p = p[:room]
+	}
 	n, err := v.r.Read(p)
 	v.n += int64(n)
 	v.h.Write(p[:n])
@@ -203,7 +212,7 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	case v.max > 0 && v.n > v.max:
 		v.err = &LimitError{Layer: v.layer.Digest.String(), Size: v.n, Max: v.max}
 	case v.n > v.layer.Size:
-		v.err = &DigestError{Layer: v.layer.Digest.String(), Got: fmt.Sprintf("unknown (more than the %d bytes the manifest announces)", v.layer.Size)}
+		v.err = &DigestError{Layer: v.layer.Digest.String(), Got: fmt.Sprintf("unknown: the blob is larger than the %d bytes the manifest announces", v.layer.Size)}
 	case err != nil && !errors.Is(err, io.EOF):
 		// go-containerregistry verifies too; say which layer failed.
 		v.err = fmt.Errorf("reading layer %s: %w", v.layer.Digest, err)

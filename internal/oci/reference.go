@@ -2,6 +2,7 @@ package oci
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -72,6 +73,9 @@ func validRepository(s string) (name.Repository, error) {
 	return repo, nil
 }
 
+// validTag is the OCI distribution spec's tag grammar.
+var validTag = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
+
 // ParseReference parses "oci://host/repo:tag" or "oci://host/repo@sha256:…".
 func ParseReference(s string) (Reference, error) {
 	rest, ok := strings.CutPrefix(s, URLPrefix)
@@ -89,8 +93,8 @@ func ParseReference(s string) (Reference, error) {
 		ref = Reference{Repository: repo, Digest: dgst}
 	} else if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") && strings.Contains(rest, "/") {
 		ref = Reference{Repository: rest[:i], Tag: rest[i+1:]}
-		if _, err := name.NewTag(rest, name.StrictValidation); err != nil {
-			return Reference{}, fmt.Errorf("invalid OCI reference %q: bad tag %q: %w", s, ref.Tag, err)
+		if !validTag.MatchString(ref.Tag) {
+			return Reference{}, fmt.Errorf("invalid OCI reference %q: bad tag %q: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'", s, ref.Tag)
 		}
 	} else {
 		return Reference{}, fmt.Errorf("invalid OCI reference %q: add a tag (:v1) or a digest (@sha256:…)", s)
