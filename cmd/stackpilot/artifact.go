@@ -33,6 +33,9 @@ helpers), else anonymous.`)
 		c.newArtifactListCmd(&reg),
 		c.newArtifactTagCmd(&reg),
 		c.newArtifactDiffCmd(&reg),
+		c.newArtifactSignCmd(&reg),
+		c.newArtifactVerifyCmd(&reg),
+		c.newArtifactKeygenCmd(),
 	)
 	return cmd
 }

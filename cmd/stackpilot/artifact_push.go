@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stackpilot/stackpilot/internal/oci"
+	"github.com/stackpilot/stackpilot/internal/oci/cosign"
 )
 
 type pushOptions struct {
@@ -17,6 +18,7 @@ type pushOptions struct {
 	annotations []string
 	ignorePaths []string
 	created     string
+	signKey     string
 }
 
 func (c *cli) newArtifactPushCmd(reg *registryOptions) *cobra.Command {
@@ -52,7 +54,9 @@ The digest goes to stdout alone; what was pushed is said on stderr.`,
 	fs.StringArrayVar(&o.annotations, "annotation", nil, "A manifest annotation key=value (repeatable); wins over the source, revision and created ones.")
 	fs.StringSliceVar(&o.ignorePaths, "ignore-paths", nil, "More gitignore-style patterns to leave out, comma-separated (after .sourceignore and Flux's defaults).")
 	fs.StringVar(&o.created, "created", "", "The created annotation: an RFC 3339 time, or \"now\"; default: 1970-01-01T00:00:00Z, so that the digest is reproducible.")
+	fs.StringVar(&o.signKey, "sign-key", "", "Sign the pushed digest with this cosign private key, as `artifact sign` does (password: COSIGN_PASSWORD, else asked).")
 	_ = cmd.MarkFlagRequired("path")
+	_ = cmd.MarkFlagFilename("sign-key", "key")
 	_ = cmd.MarkFlagDirname("path")
 	return cmd
 }
@@ -68,6 +72,14 @@ func (c *cli) push(cmd *cobra.Command, reg *registryOptions, o *pushOptions, arg
 	}
 	if opts.Annotations, err = parseAnnotations(o.annotations); err != nil {
 		return err
+	}
+	// Read the key (and ask its password) before pushing: a wrong
+	// password must not leave an unsigned artifact behind.
+	var signer *cosign.Signer
+	if o.signKey != "" {
+		if signer, err = c.loadSigner(o.signKey); err != nil {
+			return err
+		}
 	}
 	flags := cmd.Flags()
 	if !flags.Changed("source") || !flags.Changed("revision") {
@@ -97,6 +109,10 @@ func (c *cli) push(cmd *cobra.Command, reg *registryOptions, o *pushOptions, arg
 	}
 	fmt.Fprintln(c.stdout, dgst)
 	fmt.Fprintf(c.stderr, "Pushed %s to %s@%s%s\n", o.path, ociURL(ref), dgst, describeOrigin(opts.Source, opts.Revision))
+	if signer != nil {
+		// The digest once more on stdout would break `d=$(stackpilot artifact push ...)`.
+		return c.signDigest(ctx, reg, cl, oci.Reference{Repository: ref.Repository, Digest: dgst}, signer, signFormats{bundle: true, legacy: true}, false)
+	}
 	return nil
 }
 

@@ -24,6 +24,19 @@ func (c *cli) warnf(format string, args ...any) {
 	fmt.Fprintf(c.stderr, "%s %s\n", label, fmt.Sprintf(format, args...))
 }
 
+// readPassword asks on the terminal stdin without echo, the prompt on
+// stderr.
+func readPassword(stdin any, stderr io.Writer, prompt string) ([]byte, error) {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return nil, fmt.Errorf("no terminal to ask the password on")
+	}
+	fmt.Fprint(stderr, prompt)
+	p, err := term.ReadPassword(int(f.Fd()))
+	fmt.Fprintln(stderr)
+	return p, err
+}
+
 // useColour: only on a terminal, and never when NO_COLOR is set
 // (no-color.org) or TERM is "dumb".
 func useColour(w io.Writer) bool {
