@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -84,58 +84,55 @@ type demoOptions struct {
 	mode string
 }
 
-func demoMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("stackpilot demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// newDemoCmd is `stackpilot demo`; the flags are the ones it had before
+// the CLI moved to cobra.
+func (c *cli) newDemoCmd() *cobra.Command {
 	var opts demoOptions
+	cmd := &cobra.Command{
+		Use: "demo [--mode auto|cluster|process] [--once] [--timeout 10m] [-v]",
+		// The use line lists the flags.
+		DisableFlagsInUseLine: true,
+		Short:                 "Run Stackpilot with a sample Stack: as a Pod in a one-node cluster on this machine, or as a process (run it in a clone of the repository)",
+		Long: `Runs Stackpilot on this machine: in a one-node Kubernetes cluster (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, kubelet from bin/, containerd), installed from
+config/ as a Pod, or as a process beside a control plane without nodes; serves a sample
+Pulumi program from a local Git server, applies a Stack for it and shows what the
+controller did.
+
+Unlike the other commands, demo needs a clone of the Stackpilot repository: it builds
+the controller and installs config/ from it, with the tools of ` + "`make tools`" + ` in bin/
+(or $STACKPILOT_BIN). Run it there after ` + "`make tools`; `make demo`" + ` does both.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("demo: unexpected arguments: %q", args)
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, _ []string) error {
+			switch opts.mode {
+			case modeAuto, modeCluster, modeProcess:
+			default:
+				return usageErrorf("demo: --mode %q: want auto, cluster or process", opts.mode)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				// After the first signal, the next one ends the process at once.
+				<-ctx.Done()
+				stop()
+			}()
+			if err := runDemo(ctx, opts, c.stdout, c.stderr); err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
 	fs.BoolVar(&opts.once, "once", false, "Exit (cleaning up) once the sample Stack is Ready and its results are printed and checked; fail if they are not as expected. For tests and CI.")
 	fs.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "How long to wait for the sample Stack to become Ready.")
-	fs.BoolVar(&opts.verbose, "v", false, "Copy the controller's log (process mode) or the cluster's progress (cluster mode) to stderr.")
+	fs.BoolVarP(&opts.verbose, "v", "v", false, "Copy the controller's log (process mode) or the cluster's progress (cluster mode) to stderr.")
 	fs.StringVar(&opts.mode, "mode", modeAuto, "Where Stackpilot runs: cluster (a one-node cluster on this machine, the controller installed from config/ as a Pod; needs root, containerd, runc), process (the controller as a process beside a control plane without nodes), or auto (cluster when this machine allows it, else process, saying why).")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: stackpilot demo [--mode auto|cluster|process] [--once] [--timeout 10m] [-v]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Runs Stackpilot on this machine: in a one-node Kubernetes cluster (etcd, kube-apiserver,")
-		fmt.Fprintln(stderr, "kube-controller-manager, kube-scheduler, kubelet from bin/, containerd), installed from")
-		fmt.Fprintln(stderr, "config/ as a Pod, or as a process beside a control plane without nodes; serves a sample")
-		fmt.Fprintln(stderr, "Pulumi program from a local Git server, applies a Stack for it and shows what the")
-		fmt.Fprintln(stderr, "controller did.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Unlike the other commands, demo needs a clone of the Stackpilot repository: it builds")
-		fmt.Fprintln(stderr, "the controller and installs config/ from it, with the tools of `make tools` in bin/")
-		fmt.Fprintln(stderr, "(or $STACKPILOT_BIN). Run it there after `make tools`; `make demo` does both.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "stackpilot demo: unexpected arguments: %q\n", fs.Args())
-		return 2
-	}
-	switch opts.mode {
-	case modeAuto, modeCluster, modeProcess:
-	default:
-		fmt.Fprintf(stderr, "stackpilot demo: --mode %q: want auto, cluster or process\n", opts.mode)
-		return 2
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		// After the first signal, the next one ends the process at once.
-		<-ctx.Done()
-		stop()
-	}()
-	if err := runDemo(ctx, opts, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, "stackpilot demo:", err)
-		return 1
-	}
-	return 0
+	return cmd
 }
 
 // demo is one run: what it started, in order, so that it can all be stopped.
