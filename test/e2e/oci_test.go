@@ -72,7 +72,7 @@ func testSignedOCIArtifact(t *testing.T, referrers bool) {
 	for i, signer := range []string{"", otherPriv} {
 		tag := []string{"1.2.0", "1.3.0"}[i]
 		d := pushProgram(t, ref+":"+tag, "web-settings", "\n        size: tampered", signer)
-		s = waitNotReady(t, key, v1alpha1.VerificationFailedReason)
+		waitNotReady(t, key, v1alpha1.VerificationFailedReason)
 		g.Eventually(func(g Gomega) {
 			g.Expect(readyMessage(getStack(g, key))).To(ContainSubstring(strings.TrimPrefix(ref, "oci://") + ":" + tag + "@" + d))
 		}, time.Minute, time.Second).Should(Succeed())
