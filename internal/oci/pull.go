@@ -202,7 +202,11 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	if v.max > 0 && v.max < bound {
 		bound = v.max
 	}
-	if room := bound + 1 - v.n; int64(len(p)) > room {
+	room := bound + 1 - v.n
+	if room <= 0 { // unreachable: the checks below stop the stream first
+		return 0, fmt.Errorf("layer %s: read past its bound", v.layer.Digest)
+	}
+	if int64(len(p)) > room {
 		p = p[:room]
 	}
 	n, err := v.r.Read(p)
