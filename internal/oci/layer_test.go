@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,4 +228,34 @@ func TestBuildLayerRefusesLinksOutOfTheTree(t *testing.T) {
 			t.Fatalf("err = %v, want an UnsafePathError naming a-chain", err)
 		}
 	})
+}
+
+func TestBuildLayerRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"Pulumi.yaml": "name: x\n"})
+	l, err := net.Listen("unix", filepath.Join(dir, "agent.sock"))
+	if err != nil {
+		t.Skipf("unix socket: %v", err)
+	}
+	defer l.Close()
+	_, err = BuildLayer(dir, BuildOptions{}, io.Discard)
+	var ue *artifact.UnsafePathError
+	if !errors.As(err, &ue) || ue.Path != "agent.sock" || !strings.Contains(err.Error(), ".sourceignore") {
+		t.Fatalf("err = %v, want an UnsafePathError naming agent.sock and the way out", err)
+	}
+	if _, err := BuildLayer(dir, BuildOptions{IgnorePaths: []string{"*.sock"}}, io.Discard); err != nil {
+		t.Fatalf("ignored socket: %v", err)
+	}
+}
+
+func TestSourceignoreCanReinclude(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"Pulumi.yaml": "name: x\n", "logo.png": "p", "other.png": "o", ".sourceignore": "!logo.png\n"})
+	l, err := BuildLayer(dir, BuildOptions{}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".sourceignore", "Pulumi.yaml", "logo.png"}; !slices.Equal(l.Files, want) {
+		t.Errorf("Files = %v, want %v", l.Files, want)
+	}
 }
