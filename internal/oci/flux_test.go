@@ -2,10 +2,12 @@ package oci
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stackpilot/stackpilot/internal/testenv"
 )
@@ -78,5 +80,39 @@ func TestFluxReadsWhatWeWrite(t *testing.T) {
 	})
 	if want := []string{"Pulumi.yaml", "resources/cm.yaml", "scripts/run.sh"}; !slices.Equal(files, want) {
 		t.Errorf("Flux extracted %v, want %v", files, want)
+	}
+}
+
+// TestConfigMatchesFlux: the config blob is the one Flux writes (go-
+// containerregistry's empty image config with created set), byte for byte
+// once the creation times are aligned.
+func TestConfigMatchesFlux(t *testing.T) {
+	ctx := context.Background()
+	reg := testenv.NewRegistry(t)
+	c := newTestClient(reg)
+	dir := program(t)
+	fluxRef := ref(reg, "flux/app:v1")
+	testenv.PushFluxArtifact(t, ctx, fluxRef.String(), dir, "s", "r")
+	fm, _, err := c.Manifest(ctx, fluxRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := time.Parse(time.RFC3339, fm.Annotations[AnnotationCreated])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := ref(reg, "ours/app:v1")
+	if _, err := c.Push(ctx, ours, dir, PushOptions{Source: "s", Revision: "r", Created: created}); err != nil {
+		t.Fatal(err)
+	}
+	om, _, err := c.Manifest(ctx, ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fm.Config.Digest != om.Config.Digest || fm.Config.MediaType != om.Config.MediaType {
+		t.Errorf("config %s (%s), Flux's %s (%s)", om.Config.Digest, om.Config.MediaType, fm.Config.Digest, fm.Config.MediaType)
+	}
+	if !maps.Equal(fm.Annotations, om.Annotations) || fm.MediaType != om.MediaType {
+		t.Errorf("manifest annotations %v / %s, Flux's %v / %s", om.Annotations, om.MediaType, fm.Annotations, fm.MediaType)
 	}
 }
