@@ -22,7 +22,8 @@ var signatureTag = regexp.MustCompile(`^sha256-[0-9a-f]{64}(\.[a-z]+)?$`)
 // List gives the repository's artifact tags, sorted, with digests and the
 // source, revision and created annotations (one manifest GET per tag).
 func (c *Client) List(ctx context.Context, repository string) ([]TagInfo, error) {
-	tags, err := c.ListTags(ctx, repository)
+	opts := c.session(ctx)
+	tags, err := c.listTags(repository, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +33,7 @@ func (c *Client) List(ctx context.Context, repository string) ([]TagInfo, error)
 		if signatureTag.MatchString(t) {
 			continue
 		}
-		m, dgst, err := c.Manifest(ctx, Reference{Repository: repository, Tag: t})
+		m, dgst, err := c.manifest(Reference{Repository: repository, Tag: t}, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -47,6 +48,9 @@ func (c *Client) List(ctx context.Context, repository string) ([]TagInfo, error)
 // Tag adds tag to the manifest ref names, without moving any bytes but the
 // manifest.
 func (c *Client) Tag(ctx context.Context, ref Reference, tag string) error {
+	if !validTag.MatchString(tag) {
+		return fmt.Errorf("invalid tag %q: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'", tag)
+	}
 	n, err := ref.name(c.NameOptions()...)
 	if err != nil {
 		return err

@@ -41,28 +41,38 @@ type Pulled struct {
 }
 
 // Manifest fetches a manifest by digest (or tag) without downloading
-// layers; it returns the manifest and its digest.
+// layers; it returns the manifest and the digest ref resolves to. For an
+// image index (what `docker buildx` pushes) the manifest is that of the
+// image for this platform, or the only image; the digest stays the
+// index's, the one tags and signatures name.
 func (c *Client) Manifest(ctx context.Context, ref Reference) (*v1.Manifest, string, error) {
+	return c.manifest(ref, c.session(ctx))
+}
+
+func (c *Client) manifest(ref Reference, opts []remote.Option) (*v1.Manifest, string, error) {
 	n, err := ref.name(c.NameOptions()...)
 	if err != nil {
 		return nil, "", err
 	}
-	desc, err := remote.Get(n, c.RemoteOptions(ctx)...)
+	desc, err := remote.Get(n, opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("fetching the manifest of %s: %w", ref, c.classify(err, ref.Registry(), ref.String()))
 	}
-	if desc.MediaType.IsIndex() {
-		return nil, "", fmt.Errorf("%s is an image index (%s), not an artifact: use the digest of one platform's image", ref, desc.MediaType)
-	}
-	if !desc.MediaType.IsImage() {
-		return nil, "", fmt.Errorf("%s has media type %s, not an OCI or Docker image manifest", ref, desc.MediaType)
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
-	if err != nil {
-		return nil, "", fmt.Errorf("parsing the manifest of %s: %w", ref, err)
-	}
 	if ref.Digest != "" && desc.Digest.String() != ref.Digest {
 		return nil, "", fmt.Errorf("the registry served manifest %s for %s", desc.Digest, ref)
+	}
+	var m *v1.Manifest
+	switch {
+	case desc.MediaType.IsIndex():
+		if m, err = c.platformManifest(ref, n, desc.Manifest, opts); err != nil {
+			return nil, "", err
+		}
+	case desc.MediaType.IsImage():
+		if m, err = v1.ParseManifest(bytes.NewReader(desc.Manifest)); err != nil {
+			return nil, "", fmt.Errorf("parsing the manifest of %s: %w", ref, err)
+		}
+	default:
+		return nil, "", fmt.Errorf("%s has media type %s, not an OCI or Docker image manifest", ref, desc.MediaType)
 	}
 	return m, desc.Digest.String(), nil
 }
@@ -97,7 +107,8 @@ func tarLayer(mt types.MediaType) bool {
 // renames it to dst only when the whole layer verified: a refused layer
 // leaves nothing behind.
 func (c *Client) Pull(ctx context.Context, ref Reference, dst string, opts PullOptions) (Pulled, error) {
-	m, dgst, err := c.Manifest(ctx, ref)
+	ro := c.session(ctx)
+	m, dgst, err := c.manifest(ref, ro)
 	if err != nil {
 		return Pulled{}, err
 	}
@@ -114,13 +125,16 @@ func (c *Client) Pull(ctx context.Context, ref Reference, dst string, opts PullO
 	if err := checkEmptyDst(dst); err != nil {
 		return Pulled{}, err
 	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dst)), 0o755); err != nil {
+		return Pulled{}, err
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dst)), ".pull-*")
 	if err != nil {
 		return Pulled{}, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 
-	err = c.readLayer(ctx, ref, layer, opts.MaxSize, func(r io.Reader) error {
+	err = c.readLayer(ref, layer, opts.MaxSize, ro, func(r io.Reader) error {
 		return artifact.Untar(r, tmp, artifact.Limits{MaxBytes: opts.MaxExtractedSize})
 	})
 	if err != nil {
@@ -152,13 +166,13 @@ func checkEmptyDst(dst string) error {
 // readLayer streams the layer blob to consume, then reads whatever consume
 // left (tar padding, gzip trailer) so the digest covers every byte; a
 // digest mismatch wins over consume's error, since it explains it.
-func (c *Client) readLayer(ctx context.Context, ref Reference, layer v1.Descriptor, maxSize int64, consume func(io.Reader) error) error {
+func (c *Client) readLayer(ref Reference, layer v1.Descriptor, maxSize int64, ro []remote.Option, consume func(io.Reader) error) error {
 	n, err := ref.name(c.NameOptions()...)
 	if err != nil {
 		return err
 	}
 	blob := n.Context().Digest(layer.Digest.String())
-	rl, err := remote.Layer(blob, c.RemoteOptions(ctx)...)
+	rl, err := remote.Layer(blob, ro...)
 	if err != nil {
 		return c.classify(err, ref.Registry(), blob.String())
 	}
@@ -202,7 +216,11 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	if v.max > 0 && v.max < bound {
 		bound = v.max
 	}
-	if room := bound + 1 - v.n; int64(len(p)) > room {
+	room := bound + 1 - v.n
+	if room <= 0 { // unreachable: the checks below stop the stream first
+		return 0, fmt.Errorf("layer %s: read past its bound", v.layer.Digest)
+	}
+	if int64(len(p)) > room {
 		p = p[:room]
 	}
 	n, err := v.r.Read(p)

@@ -244,6 +244,8 @@ func TestPullRefusesUnsafeArchives(t *testing.T) {
 		{"link-out", []tarEntry{{name: "escape", link: "../../outside"}}, "escape"},
 		{"link-abs", []tarEntry{{name: "passwd", link: "/etc/passwd"}}, "passwd"},
 		{"device", []tarEntry{{name: "null", device: true}}, "null"},
+		{"hardlink-out", []tarEntry{{name: "shadow", hard: "../../etc/shadow"}}, "shadow"},
+		{"write-through-link", []tarEntry{{name: "dir", link: "."}, {name: "dir/x", body: []byte("x")}}, "dir/x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := pushRawLayer(t, reg, "demo/unsafe:"+tc.name, ContentMediaType, tarGz(t, tc.entries), 0)
@@ -269,8 +271,17 @@ func TestPullRefusesNonEmptyDestination(t *testing.T) {
 	}
 	dst := t.TempDir()
 	writeTree(t, dst, map[string]string{"keep": "me"})
-	if _, err := c.Pull(ctx, r, dst, PullOptions{}); err == nil || !strings.Contains(err.Error(), "not empty") {
+	m, _, err := c.Manifest(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := reg.Requests()
+	if _, err := c.Pull(ctx, r, dst, PullOptions{}); err == nil || !strings.Contains(err.Error(), "pull into a new or empty directory") {
 		t.Fatalf("err = %v", err)
+	}
+	// Refused before the download: ping and manifest only.
+	if n := reg.Requests() - before; n > 2 {
+		t.Errorf("%d requests, want no blob download for layer %s", n, m.Layers[0].Digest)
 	}
 	if readFile(t, filepath.Join(dst, "keep")) != "me" {
 		t.Error("dst changed")
