@@ -54,7 +54,7 @@ The digest goes to stdout alone; what was pushed is said on stderr.`,
 	fs.StringArrayVar(&o.annotations, "annotation", nil, "A manifest annotation key=value (repeatable); wins over the source, revision and created ones.")
 	fs.StringSliceVar(&o.ignorePaths, "ignore-paths", nil, "More gitignore-style patterns to leave out, comma-separated (after .sourceignore and Flux's defaults).")
 	fs.StringVar(&o.created, "created", "", "The created annotation: an RFC 3339 time, or \"now\"; default: 1970-01-01T00:00:00Z, so that the digest is reproducible.")
-	fs.StringVar(&o.signKey, "sign-key", "", "Sign the pushed digest with this cosign private key, as `artifact sign` does (password: COSIGN_PASSWORD, else asked).")
+	fs.StringVar(&o.signKey, "sign-key", "", "Sign the pushed digest with this cosign private key `file`, as artifact sign does (password: COSIGN_PASSWORD, else asked).")
 	_ = cmd.MarkFlagRequired("path")
 	_ = cmd.MarkFlagFilename("sign-key", "key")
 	_ = cmd.MarkFlagDirname("path")
