@@ -36,6 +36,9 @@ func TestRootExitCodes(t *testing.T) {
 		{[]string{"artifact", "nope"}, 2, "", `unknown command "nope" for "stackpilot artifact"`},
 		{nil, 2, "", "Usage: stackpilot <command> [flags]"},
 		{[]string{"--help"}, 0, "kubeconfig", ""},
+		// What the completion scripts call.
+		{[]string{"__complete", "artifact", "p"}, 0, "push\tPackage a program folder", ""},
+		{[]string{"__complete", "artifact", "list", "oci://r/x", "-o", ""}, 0, "table\njson\nyaml\n", ""},
 	} {
 		code, stdout, stderr := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stderr, tc.errs) {
