@@ -111,7 +111,10 @@ func (c *cli) push(cmd *cobra.Command, reg *registryOptions, o *pushOptions, arg
 	fmt.Fprintf(c.stderr, "Pushed %s to %s@%s%s\n", o.path, ociURL(ref), dgst, describeOrigin(opts.Source, opts.Revision))
 	if signer != nil {
 		// The digest once more on stdout would break `d=$(stackpilot artifact push ...)`.
-		return c.signDigest(ctx, reg, cl, oci.Reference{Repository: ref.Repository, Digest: dgst}, signer, signFormats{bundle: true, legacy: true}, false)
+		signed := oci.Reference{Repository: ref.Repository, Digest: dgst}
+		if err := c.signDigest(ctx, reg, cl, signed, signer, signFormats{bundle: true, legacy: true}, false); err != nil {
+			return fmt.Errorf("pushed %s unsigned: %w; sign it with `stackpilot artifact sign %s --key %s`", ociURL(signed), err, ociURL(signed), o.signKey)
+		}
 	}
 	return nil
 }
