@@ -47,6 +47,9 @@ func (c *Client) List(ctx context.Context, repository string) ([]TagInfo, error)
 // Tag adds tag to the manifest ref names, without moving any bytes but the
 // manifest.
 func (c *Client) Tag(ctx context.Context, ref Reference, tag string) error {
+	if !validTag.MatchString(tag) {
+		return fmt.Errorf("invalid tag %q: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'", tag)
+	}
 	n, err := ref.name(c.NameOptions()...)
 	if err != nil {
 		return err

@@ -41,7 +41,10 @@ type Pulled struct {
 }
 
 // Manifest fetches a manifest by digest (or tag) without downloading
-// layers; it returns the manifest and its digest.
+// layers; it returns the manifest and the digest ref resolves to. For an
+// image index (what `docker buildx` pushes) the manifest is that of the
+// image for this platform, or the only image; the digest stays the
+// index's, the one tags and signatures name.
 func (c *Client) Manifest(ctx context.Context, ref Reference) (*v1.Manifest, string, error) {
 	n, err := ref.name(c.NameOptions()...)
 	if err != nil {
@@ -51,18 +54,21 @@ func (c *Client) Manifest(ctx context.Context, ref Reference) (*v1.Manifest, str
 	if err != nil {
 		return nil, "", fmt.Errorf("fetching the manifest of %s: %w", ref, c.classify(err, ref.Registry(), ref.String()))
 	}
-	if desc.MediaType.IsIndex() {
-		return nil, "", fmt.Errorf("%s is an image index (%s), not an artifact: use the digest of one platform's image", ref, desc.MediaType)
-	}
-	if !desc.MediaType.IsImage() {
-		return nil, "", fmt.Errorf("%s has media type %s, not an OCI or Docker image manifest", ref, desc.MediaType)
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
-	if err != nil {
-		return nil, "", fmt.Errorf("parsing the manifest of %s: %w", ref, err)
-	}
 	if ref.Digest != "" && desc.Digest.String() != ref.Digest {
 		return nil, "", fmt.Errorf("the registry served manifest %s for %s", desc.Digest, ref)
+	}
+	var m *v1.Manifest
+	switch {
+	case desc.MediaType.IsIndex():
+		if m, err = c.platformManifest(ctx, ref, n, desc.Manifest); err != nil {
+			return nil, "", err
+		}
+	case desc.MediaType.IsImage():
+		if m, err = v1.ParseManifest(bytes.NewReader(desc.Manifest)); err != nil {
+			return nil, "", fmt.Errorf("parsing the manifest of %s: %w", ref, err)
+		}
+	default:
+		return nil, "", fmt.Errorf("%s has media type %s, not an OCI or Docker image manifest", ref, desc.MediaType)
 	}
 	return m, desc.Digest.String(), nil
 }
@@ -112,6 +118,9 @@ func (c *Client) Pull(ctx context.Context, ref Reference, dst string, opts PullO
 		return Pulled{}, &LimitError{Layer: layer.Digest.String(), Size: layer.Size, Max: opts.MaxSize}
 	}
 	if err := checkEmptyDst(dst); err != nil {
+		return Pulled{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dst)), 0o755); err != nil {
 		return Pulled{}, err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dst)), ".pull-*")
@@ -202,7 +211,11 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	if v.max > 0 && v.max < bound {
 		bound = v.max
 	}
-	if room := bound + 1 - v.n; int64(len(p)) > room {
+	room := bound + 1 - v.n
+	if room <= 0 { // unreachable: the checks below stop the stream first
+		return 0, fmt.Errorf("layer %s: read past its bound", v.layer.Digest)
+	}
+	if int64(len(p)) > room {
 		p = p[:room]
 	}
 	n, err := v.r.Read(p)

@@ -269,8 +269,17 @@ func TestPullRefusesNonEmptyDestination(t *testing.T) {
 	}
 	dst := t.TempDir()
 	writeTree(t, dst, map[string]string{"keep": "me"})
-	if _, err := c.Pull(ctx, r, dst, PullOptions{}); err == nil || !strings.Contains(err.Error(), "not empty") {
+	m, _, err := c.Manifest(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := reg.Requests()
+	if _, err := c.Pull(ctx, r, dst, PullOptions{}); err == nil || !strings.Contains(err.Error(), "pull into a new or empty directory") {
 		t.Fatalf("err = %v", err)
+	}
+	// Refused before the download: ping and manifest only.
+	if n := reg.Requests() - before; n > 2 {
+		t.Errorf("%d requests, want no blob download for layer %s", n, m.Layers[0].Digest)
 	}
 	if readFile(t, filepath.Join(dst, "keep")) != "me" {
 		t.Error("dst changed")

@@ -30,3 +30,16 @@ func PushFluxArtifact(t TB, ctx context.Context, ref, dir, source, revision stri
 	}
 	return dgst
 }
+
+// PullFluxArtifact pulls ref ("host/repo:tag" or "host/repo@sha256:…") into
+// dst with Flux's own code, as `flux pull artifact` does, and returns the
+// revision annotation it read: it proves Flux reads what we write.
+func PullFluxArtifact(t TB, ctx context.Context, ref, dst string) string {
+	t.Helper()
+	c := fluxoci.NewClient(fluxoci.DefaultOptions())
+	meta, err := c.Pull(ctx, ref, dst)
+	if err != nil {
+		t.Fatalf("flux pull artifact %s: %v", ref, err)
+	}
+	return meta.Revision
+}
