@@ -53,6 +53,10 @@ func TestArtifactPasswordPrompt(t *testing.T) {
 				if err := readUntil(r, &seen, ": "); err != nil {
 					t.Fatalf("waiting for the prompt: %v; output so far %q", err, seen.String())
 				}
+				// The prompt is printed just before echo is turned off
+				// (term.ReadPassword does that): a person cannot type in
+				// between, a test can.
+				time.Sleep(300 * time.Millisecond)
 				if _, err := io.WriteString(stdin, answer+"\n"); err != nil {
 					t.Fatal(err)
 				}
