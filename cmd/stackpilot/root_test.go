@@ -119,3 +119,11 @@ func TestKubeOptionsNoConfig(t *testing.T) {
 		t.Fatalf("got %v, want the no-kubeconfig message", err)
 	}
 }
+
+// TestVersionStamped: the version a release build stamps is what version prints.
+func TestVersionStamped(t *testing.T) {
+	code, out, _ := runBinary(t, nil, "version")
+	if code != 0 || !strings.HasPrefix(out, "stackpilot "+testVersion+" (go") {
+		t.Errorf("stackpilot version: exit %d, %q", code, out)
+	}
+}
