@@ -25,7 +25,9 @@ func gitDefaults(dir string) (gitOrigin, error) {
 	if err != nil {
 		return gitOrigin{}, err
 	}
-	repo, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true})
+	// EnableDotGitCommonDir: a linked worktree (`git worktree add`) keeps
+	// its refs and objects in the main checkout's .git.
+	repo, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		return gitOrigin{}, nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,44 +24,14 @@ func TestArtifactPushGitDefaults(t *testing.T) {
 	isolate(t)
 	reg := testenv.NewRegistry(t)
 	root := t.TempDir()
-	repo, err := git.PlainInitWithOptions(root, &git.PlainInitOptions{
-		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("trunk")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{"https://deploy:s3cr3t-token@git.example.com/org/platform.git"}}); err != nil {
-		t.Fatal(err)
-	}
-	prog := writeProgram(t, filepath.Join(root, "programs", "infra"))
+	repo, commit, prog := newCheckout(t, root)
 	wt, err := repo.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wt.AddGlob("."); err != nil {
-		t.Fatal(err)
-	}
-	commit, err := wt.Commit("infra", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1700000000, 0)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	repoURL := "oci://" + reg.Host() + "/org/infra"
 
-	annotations := func(tag string) listedTag {
-		t.Helper()
-		js, _ := mustRun(t, "artifact", "list", repoURL, "--insecure", "-o", "json")
-		var rows []listedTag
-		if err := json.Unmarshal([]byte(js), &rows); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			if r.Tag == tag {
-				return r
-			}
-		}
-		t.Fatalf("no tag %s in %s", tag, js)
-		return listedTag{}
-	}
+	annotations := func(tag string) listedTag { return listed(t, repoURL, tag) }
 
 	_, errOut := mustRun(t, "artifact", "push", repoURL+":branch", "--path", prog, "--insecure")
 	got := annotations("branch")
@@ -100,6 +71,81 @@ func TestArtifactPushGitDefaults(t *testing.T) {
 	mustRun(t, "artifact", "push", repoURL+":plain", "--path", plain, "--insecure")
 	if got := annotations("plain"); got.Source != "" || got.Revision != "" {
 		t.Errorf("outside Git: %+v", got)
+	}
+}
+
+// newCheckout makes a Git repository in root on branch trunk, with an
+// origin remote whose URL holds credentials, and a program committed in
+// programs/infra.
+func newCheckout(t *testing.T, root string) (*git.Repository, plumbing.Hash, string) {
+	t.Helper()
+	repo, err := git.PlainInitWithOptions(root, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("trunk")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{"https://deploy:s3cr3t-token@git.example.com/org/platform.git"}}); err != nil {
+		t.Fatal(err)
+	}
+	prog := writeProgram(t, filepath.Join(root, "programs", "infra"))
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.AddGlob("."); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := wt.Commit("infra", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1700000000, 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo, commit, prog
+}
+
+// listed is tag's row of `artifact list -o json`.
+func listed(t *testing.T, repoURL, tag string) listedTag {
+	t.Helper()
+	js, _ := mustRun(t, "artifact", "list", repoURL, "--insecure", "-o", "json")
+	var rows []listedTag
+	if err := json.Unmarshal([]byte(js), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Tag == tag {
+			return r
+		}
+	}
+	t.Fatalf("no tag %s in %s", tag, js)
+	return listedTag{}
+}
+
+// TestArtifactPushGitLinkedWorktree: a folder in a linked worktree (`git
+// worktree add`, whose .git is a file pointing into the main checkout)
+// gets the worktree's branch and commit, and the shared origin.
+func TestArtifactPushGitLinkedWorktree(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git to make a linked worktree with")
+	}
+	isolate(t)
+	reg := testenv.NewRegistry(t)
+	main := filepath.Join(t.TempDir(), "main")
+	_, commit, _ := newCheckout(t, main)
+	linked := filepath.Join(t.TempDir(), "linked")
+	cmd := exec.Command(gitBin, "-C", main, "worktree", "add", "-q", "-b", "feature", linked)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git worktree add: %v\n%s", err, out)
+	}
+	repoURL := "oci://" + reg.Host() + "/org/infra"
+	_, errOut := mustRun(t, "artifact", "push", repoURL+":linked", "--path", filepath.Join(linked, "programs", "infra"), "--insecure")
+	got := listed(t, repoURL, "linked")
+	if got.Source != "https://git.example.com/org/platform.git" || got.Revision != "feature@sha1:"+commit.String() {
+		t.Errorf("in a linked worktree: source %q revision %q", got.Source, got.Revision)
+	}
+	if strings.Contains(errOut, "warning") {
+		t.Errorf("a clean linked worktree warned: %q", errOut)
 	}
 }
 
