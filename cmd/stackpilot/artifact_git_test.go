@@ -51,6 +51,15 @@ func TestArtifactPushGitDefaults(t *testing.T) {
 		t.Errorf("detached: revision %q", got.Revision)
 	}
 
+	// A change the artifact does not hold (.sourceignore leaves *.tmp
+	// out): no warning.
+	if err := os.WriteFile(filepath.Join(prog, "scratch.tmp"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut := mustRun(t, "artifact", "push", repoURL+":ignored", "--path", prog, "--insecure"); strings.Contains(errOut, "warning") {
+		t.Errorf("a change to an ignored file warned: %q", errOut)
+	}
+
 	// Uncommitted changes under the folder: a warning naming them.
 	if err := os.WriteFile(filepath.Join(prog, "Pulumi.yaml"), []byte("name: changed\nruntime: yaml\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -58,6 +67,13 @@ func TestArtifactPushGitDefaults(t *testing.T) {
 	_, errOut = mustRun(t, "artifact", "push", repoURL+":dirty", "--path", prog, "--insecure")
 	if !strings.Contains(errOut, "uncommitted changes (programs/infra/Pulumi.yaml)") {
 		t.Errorf("a dirty folder: stderr %q", errOut)
+	}
+	if err := os.Remove(filepath.Join(prog, "docs", "README.md")); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut = mustRun(t, "artifact", "push", repoURL+":deleted", "--path", prog, "--insecure")
+	if !strings.Contains(errOut, "uncommitted changes (programs/infra/Pulumi.yaml, programs/infra/docs/README.md)") {
+		t.Errorf("a deleted file: stderr %q", errOut)
 	}
 
 	// The flags win, even when empty.
