@@ -104,6 +104,9 @@ func TestKubeOptions(t *testing.T) {
 			if cfg.Host != tc.host || ns != tc.ns {
 				t.Errorf("host %q namespace %q, want %q %q", cfg.Host, ns, tc.host, tc.ns)
 			}
+			if _, err := tc.opts.Client(); err != nil {
+				t.Errorf("Client: %v", err)
+			}
 		})
 	}
 }
