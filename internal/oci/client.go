@@ -41,6 +41,18 @@ func (c *Client) NameOptions() []name.Option {
 	return opts
 }
 
+// session is RemoteOptions with one shared Puller, so that the requests of
+// one operation (manifest then blob, tags then manifests, HEAD then GET)
+// ping and authenticate once rather than once each.
+func (c *Client) session(ctx context.Context) []remote.Option {
+	opts := c.RemoteOptions(ctx)
+	p, err := remote.NewPuller(opts...)
+	if err != nil {
+		return opts // only fails on bad options, which each call reports again
+	}
+	return append(opts, remote.Reuse(p))
+}
+
 func (c *Client) transport() http.RoundTripper {
 	rt := c.Transport
 	if rt == nil {
@@ -87,13 +99,14 @@ func (c *Client) Digest(ctx context.Context, ref Reference) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	desc, err := remote.Head(n, c.RemoteOptions(ctx)...)
+	opts := c.session(ctx)
+	desc, err := remote.Head(n, opts...)
 	if err != nil {
 		cerr := c.classify(err, ref.Registry(), ref.String())
 		if cerr != err { // auth or not found: a GET would say the same
 			return "", cerr
 		}
-		got, gerr := remote.Get(n, c.RemoteOptions(ctx)...)
+		got, gerr := remote.Get(n, opts...)
 		if gerr != nil {
 			return "", fmt.Errorf("resolving %s: %w", ref, c.classify(gerr, ref.Registry(), ref.String()))
 		}
@@ -104,11 +117,15 @@ func (c *Client) Digest(ctx context.Context, ref Reference) (string, error) {
 
 // ListTags lists the repository's tags, following the registry's pages.
 func (c *Client) ListTags(ctx context.Context, repository string) ([]string, error) {
+	return c.listTags(repository, c.session(ctx))
+}
+
+func (c *Client) listTags(repository string, opts []remote.Option) ([]string, error) {
 	repo, err := c.repository(repository)
 	if err != nil {
 		return nil, err
 	}
-	tags, err := remote.List(repo, c.RemoteOptions(ctx)...)
+	tags, err := remote.List(repo, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("listing tags of %s: %w", repository, c.classify(err, repo.RegistryStr(), repository))
 	}

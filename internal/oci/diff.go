@@ -37,7 +37,8 @@ func (c *Client) Diff(ctx context.Context, ref Reference, dir string, opts Build
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := c.Manifest(ctx, ref)
+	ro := c.session(ctx)
+	m, _, err := c.manifest(ref, ro)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (c *Client) Diff(ctx context.Context, ref Reference, dir string, opts Build
 		return nil, err
 	}
 	var theirs map[string]string
-	err = c.readLayer(ctx, ref, layer, 0, func(r io.Reader) error {
+	err = c.readLayer(ref, layer, 0, ro, func(r io.Reader) error {
 		theirs, err = tarIndex(r, match)
 		return err
 	})

@@ -2,7 +2,6 @@ package oci
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -17,7 +16,7 @@ import (
 // with attestation manifests (platform unknown/unknown) beside it. A
 // program is platform independent, so the image for this machine's
 // platform is taken, or else the only image there is.
-func (c *Client) platformManifest(ctx context.Context, ref Reference, n name.Reference, raw []byte) (*v1.Manifest, error) {
+func (c *Client) platformManifest(ref Reference, n name.Reference, raw []byte, opts []remote.Option) (*v1.Manifest, error) {
 	idx, err := v1.ParseIndexManifest(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("parsing the index of %s: %w", ref, err)
@@ -48,7 +47,7 @@ func (c *Client) platformManifest(ctx context.Context, ref Reference, n name.Ref
 		return nil, fmt.Errorf("%s is an image index without an image for %s/%s (it has: %s): use the digest of one platform's image", ref, runtime.GOOS, runtime.GOARCH, strings.Join(platforms, ", "))
 	}
 	child := n.Context().Digest(chosen.Digest.String())
-	desc, err := remote.Get(child, c.RemoteOptions(ctx)...)
+	desc, err := remote.Get(child, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fetching %s from the index %s: %w", chosen.Digest, ref, c.classify(err, ref.Registry(), child.String()))
 	}

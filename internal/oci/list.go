@@ -22,7 +22,8 @@ var signatureTag = regexp.MustCompile(`^sha256-[0-9a-f]{64}(\.[a-z]+)?$`)
 // List gives the repository's artifact tags, sorted, with digests and the
 // source, revision and created annotations (one manifest GET per tag).
 func (c *Client) List(ctx context.Context, repository string) ([]TagInfo, error) {
-	tags, err := c.ListTags(ctx, repository)
+	opts := c.session(ctx)
+	tags, err := c.listTags(repository, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +33,7 @@ func (c *Client) List(ctx context.Context, repository string) ([]TagInfo, error)
 		if signatureTag.MatchString(t) {
 			continue
 		}
-		m, dgst, err := c.Manifest(ctx, Reference{Repository: repository, Tag: t})
+		m, dgst, err := c.manifest(Reference{Repository: repository, Tag: t}, opts)
 		if err != nil {
 			return nil, err
 		}

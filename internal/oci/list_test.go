@@ -93,3 +93,35 @@ func TestDiff(t *testing.T) {
 		t.Errorf("Diff =\n%v\nwant\n%v", changes, want)
 	}
 }
+
+// TestOneSessionPerOperation: the requests of one operation share one
+// ping and authentication (go-containerregistry pings /v2/ per new
+// transport), so pulling is ping + manifest + blob and listing N tags is
+// ping + tag list + N manifests.
+func TestOneSessionPerOperation(t *testing.T) {
+	ctx := context.Background()
+	reg := testenv.NewRegistry(t, testenv.WithRegistryBasicAuth("u", "p"))
+	creds, _ := CredentialsFromUserPass("u:p")
+	c := &Client{Insecure: true, Credentials: creds}
+	for _, tag := range []string{"v1", "v2", "v3"} {
+		if _, err := c.Push(ctx, ref(reg, "a/b:"+tag), program(t), PushOptions{Revision: tag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(what string, want int64, op func() error) {
+		t.Helper()
+		n := reg.Requests()
+		if err := op(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := reg.Requests() - n; got != want {
+			t.Errorf("%s made %d requests, want %d", what, got, want)
+		}
+	}
+	count("Pull", 3, func() error {
+		_, err := c.Pull(ctx, ref(reg, "a/b:v1"), filepath.Join(t.TempDir(), "o"), PullOptions{})
+		return err
+	})
+	count("List", 5, func() error { _, err := c.List(ctx, reg.Host()+"/a/b"); return err })
+	count("Digest", 2, func() error { _, err := c.Digest(ctx, ref(reg, "a/b:v1")); return err })
+}

@@ -46,11 +46,15 @@ type Pulled struct {
 // image for this platform, or the only image; the digest stays the
 // index's, the one tags and signatures name.
 func (c *Client) Manifest(ctx context.Context, ref Reference) (*v1.Manifest, string, error) {
+	return c.manifest(ref, c.session(ctx))
+}
+
+func (c *Client) manifest(ref Reference, opts []remote.Option) (*v1.Manifest, string, error) {
 	n, err := ref.name(c.NameOptions()...)
 	if err != nil {
 		return nil, "", err
 	}
-	desc, err := remote.Get(n, c.RemoteOptions(ctx)...)
+	desc, err := remote.Get(n, opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("fetching the manifest of %s: %w", ref, c.classify(err, ref.Registry(), ref.String()))
 	}
@@ -60,7 +64,7 @@ func (c *Client) Manifest(ctx context.Context, ref Reference) (*v1.Manifest, str
 	var m *v1.Manifest
 	switch {
 	case desc.MediaType.IsIndex():
-		if m, err = c.platformManifest(ctx, ref, n, desc.Manifest); err != nil {
+		if m, err = c.platformManifest(ref, n, desc.Manifest, opts); err != nil {
 			return nil, "", err
 		}
 	case desc.MediaType.IsImage():
@@ -103,7 +107,8 @@ func tarLayer(mt types.MediaType) bool {
 // renames it to dst only when the whole layer verified: a refused layer
 // leaves nothing behind.
 func (c *Client) Pull(ctx context.Context, ref Reference, dst string, opts PullOptions) (Pulled, error) {
-	m, dgst, err := c.Manifest(ctx, ref)
+	ro := c.session(ctx)
+	m, dgst, err := c.manifest(ref, ro)
 	if err != nil {
 		return Pulled{}, err
 	}
@@ -129,7 +134,7 @@ func (c *Client) Pull(ctx context.Context, ref Reference, dst string, opts PullO
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 
-	err = c.readLayer(ctx, ref, layer, opts.MaxSize, func(r io.Reader) error {
+	err = c.readLayer(ref, layer, opts.MaxSize, ro, func(r io.Reader) error {
 		return artifact.Untar(r, tmp, artifact.Limits{MaxBytes: opts.MaxExtractedSize})
 	})
 	if err != nil {
@@ -161,13 +166,13 @@ func checkEmptyDst(dst string) error {
 // readLayer streams the layer blob to consume, then reads whatever consume
 // left (tar padding, gzip trailer) so the digest covers every byte; a
 // digest mismatch wins over consume's error, since it explains it.
-func (c *Client) readLayer(ctx context.Context, ref Reference, layer v1.Descriptor, maxSize int64, consume func(io.Reader) error) error {
+func (c *Client) readLayer(ref Reference, layer v1.Descriptor, maxSize int64, ro []remote.Option, consume func(io.Reader) error) error {
 	n, err := ref.name(c.NameOptions()...)
 	if err != nil {
 		return err
 	}
 	blob := n.Context().Digest(layer.Digest.String())
-	rl, err := remote.Layer(blob, c.RemoteOptions(ctx)...)
+	rl, err := remote.Layer(blob, ro...)
 	if err != nil {
 		return c.classify(err, ref.Registry(), blob.String())
 	}

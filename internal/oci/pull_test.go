@@ -244,6 +244,8 @@ func TestPullRefusesUnsafeArchives(t *testing.T) {
 		{"link-out", []tarEntry{{name: "escape", link: "../../outside"}}, "escape"},
 		{"link-abs", []tarEntry{{name: "passwd", link: "/etc/passwd"}}, "passwd"},
 		{"device", []tarEntry{{name: "null", device: true}}, "null"},
+		{"hardlink-out", []tarEntry{{name: "shadow", hard: "../../etc/shadow"}}, "shadow"},
+		{"write-through-link", []tarEntry{{name: "dir", link: "."}, {name: "dir/x", body: []byte("x")}}, "dir/x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := pushRawLayer(t, reg, "demo/unsafe:"+tc.name, ContentMediaType, tarGz(t, tc.entries), 0)

@@ -24,6 +24,7 @@ type tarEntry struct {
 	body   []byte
 	dir    bool
 	link   string
+	hard   string // hard link target
 	device bool
 }
 
@@ -37,6 +38,8 @@ func writeEntries(t *testing.T, w io.Writer, entries []tarEntry) {
 			h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
 		case e.link != "":
 			h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, e.link, 0
+		case e.hard != "":
+			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, e.hard, 0
 		case e.device:
 			h.Typeflag, h.Devmajor, h.Devminor, h.Size = tar.TypeChar, 1, 3, 0
 		}
