@@ -160,6 +160,22 @@ func TestWeVerifyCosignSignatures(t *testing.T) {
 		})
 	}
 
+	// cosign's legacy format (what cosign v2 wrote by default): the .sig tag only.
+	t.Run("cosign legacy signature", func(t *testing.T) {
+		repo := newRegistry(t, false) + "/app"
+		digest := pushRandom(t, repo, "v1")
+		out, err := cli.run(t, password, "sign", "--key", "cosign.key", "--new-bundle-format=false", "--tlog-upload=false",
+			"--use-signing-config=false", "--allow-insecure-registry", "-y", repo+"@"+digest)
+		if err != nil {
+			t.Fatalf("cosign sign --new-bundle-format=false: %v\n%s", err, out)
+		}
+		got, err := Verify(ctx, repo, digest, keys, remoteOpts())
+		if err != nil || got.Format != FormatLegacy {
+			t.Fatalf("Verify of cosign's legacy signature = %+v, %v\ncosign sign said:\n%s", got, err, out)
+		}
+		expectVerificationError(t, repo, digest, other.keys, "legacy signature 1:")
+	})
+
 	// A key cosign generated signs here, and cosign verifies it.
 	t.Run("our signature with cosign's key", func(t *testing.T) {
 		repo := newRegistry(t, true) + "/app"
