@@ -13,9 +13,16 @@ import (
 
 // gitOrigin is what push takes from the Git checkout a folder is in.
 type gitOrigin struct {
-	source   string // origin's URL, without credentials
-	revision string // BRANCH@sha1:COMMIT, or sha1:COMMIT on a detached HEAD
-	dirty    string // a few of the changed paths under the folder; "" when clean
+	source   string      // origin's URL, without credentials
+	revision string      // BRANCH@sha1:COMMIT, or sha1:COMMIT on a detached HEAD
+	dirty    []dirtyFile // uncommitted changes under the folder
+}
+
+// dirtyFile is one uncommitted change under the pushed folder.
+type dirtyFile struct {
+	repoPath string // slash-separated, from the checkout's root
+	dirPath  string // slash-separated, from the pushed folder
+	deleted  bool
 }
 
 // gitDefaults reads dir's checkout, if any (a zero gitOrigin when dir is in
@@ -25,7 +32,9 @@ func gitDefaults(dir string) (gitOrigin, error) {
 	if err != nil {
 		return gitOrigin{}, err
 	}
-	repo, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true})
+	// EnableDotGitCommonDir: a linked worktree (`git worktree add`) keeps
+	// its refs and objects in the main checkout's .git.
+	repo, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		return gitOrigin{}, nil
 	}
@@ -51,15 +60,15 @@ func gitDefaults(dir string) (gitOrigin, error) {
 	return g, nil
 }
 
-// dirtyUnder lists up to three changed or untracked paths under dir.
-func dirtyUnder(repo *git.Repository, dir string) (string, error) {
+// dirtyUnder lists the changed, deleted and untracked paths under dir.
+func dirtyUnder(repo *git.Repository, dir string) ([]dirtyFile, error) {
 	wt, err := repo.Worktree()
 	if err != nil {
-		return "", nil // bare repository: nothing on disk to differ
+		return nil, nil // bare repository: nothing on disk to differ
 	}
 	status, err := wt.Status()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	root := wt.Filesystem.Root()
 	if r, err := filepath.EvalSymlinks(root); err == nil {
@@ -70,26 +79,44 @@ func dirtyUnder(repo *git.Repository, dir string) (string, error) {
 	}
 	rel, err := filepath.Rel(root, dir)
 	if err != nil {
-		return "", nil
+		return nil, nil
 	}
 	prefix := filepath.ToSlash(rel) + "/"
 	if rel == "." {
 		prefix = ""
 	}
-	var changed []string
+	var changed []dirtyFile
 	for p, s := range status {
 		if s.Worktree == git.Unmodified && s.Staging == git.Unmodified {
 			continue
 		}
 		if strings.HasPrefix(p, prefix) {
-			changed = append(changed, p)
+			changed = append(changed, dirtyFile{repoPath: p, dirPath: strings.TrimPrefix(p, prefix),
+				deleted: s.Worktree == git.Deleted || s.Staging == git.Deleted})
 		}
 	}
-	sort.Strings(changed)
-	if n := len(changed); n > 3 {
-		changed = append(changed[:3], fmt.Sprintf("and %d more", n-3))
+	sort.Slice(changed, func(i, j int) bool { return changed[i].repoPath < changed[j].repoPath })
+	return changed, nil
+}
+
+// dirtySummary names up to three of the changes that make the artifact
+// differ from the commit: deletions, and changed files the artifact holds
+// (not those .sourceignore or the ignore lists leave out). "" when none.
+func dirtySummary(changes []dirtyFile, packaged []string) string {
+	in := make(map[string]bool, len(packaged))
+	for _, f := range packaged {
+		in[f] = true
 	}
-	return strings.Join(changed, ", "), nil
+	var names []string
+	for _, c := range changes {
+		if c.deleted || in[c.dirPath] {
+			names = append(names, c.repoPath)
+		}
+	}
+	if n := len(names); n > 3 {
+		names = append(names[:3], fmt.Sprintf("and %d more", n-3))
+	}
+	return strings.Join(names, ", ")
 }
 
 // stripCredentials drops the password (and, for HTTP URLs, the user name,

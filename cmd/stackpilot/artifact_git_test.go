@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,77 @@ func TestArtifactPushGitDefaults(t *testing.T) {
 	isolate(t)
 	reg := testenv.NewRegistry(t)
 	root := t.TempDir()
+	repo, commit, prog := newCheckout(t, root)
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repoURL := "oci://" + reg.Host() + "/org/infra"
+
+	annotations := func(tag string) listedTag { return listed(t, repoURL, tag) }
+
+	_, errOut := mustRun(t, "artifact", "push", repoURL+":branch", "--path", prog, "--insecure")
+	got := annotations("branch")
+	if got.Source != "https://git.example.com/org/platform.git" || got.Revision != "trunk@sha1:"+commit.String() {
+		t.Errorf("on a branch: source %q revision %q", got.Source, got.Revision)
+	}
+	if strings.Contains(errOut, "s3cr3t") || strings.Contains(errOut, "warning") {
+		t.Errorf("push said %q", errOut)
+	}
+
+	// A subfolder of the program (DetectDotGit looks upwards), detached.
+	if err := wt.Checkout(&git.CheckoutOptions{Hash: commit}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "artifact", "push", repoURL+":detached", "--path", filepath.Join(prog, "lib"), "--insecure")
+	if got := annotations("detached"); got.Revision != "sha1:"+commit.String() {
+		t.Errorf("detached: revision %q", got.Revision)
+	}
+
+	// A change the artifact does not hold (.sourceignore leaves *.tmp
+	// out): no warning.
+	if err := os.WriteFile(filepath.Join(prog, "scratch.tmp"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut := mustRun(t, "artifact", "push", repoURL+":ignored", "--path", prog, "--insecure"); strings.Contains(errOut, "warning") {
+		t.Errorf("a change to an ignored file warned: %q", errOut)
+	}
+
+	// Uncommitted changes under the folder: a warning naming them.
+	if err := os.WriteFile(filepath.Join(prog, "Pulumi.yaml"), []byte("name: changed\nruntime: yaml\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut = mustRun(t, "artifact", "push", repoURL+":dirty", "--path", prog, "--insecure")
+	if !strings.Contains(errOut, "uncommitted changes (programs/infra/Pulumi.yaml)") {
+		t.Errorf("a dirty folder: stderr %q", errOut)
+	}
+	if err := os.Remove(filepath.Join(prog, "docs", "README.md")); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut = mustRun(t, "artifact", "push", repoURL+":deleted", "--path", prog, "--insecure")
+	if !strings.Contains(errOut, "uncommitted changes (programs/infra/Pulumi.yaml, programs/infra/docs/README.md)") {
+		t.Errorf("a deleted file: stderr %q", errOut)
+	}
+
+	// The flags win, even when empty.
+	mustRun(t, "artifact", "push", repoURL+":flags", "--path", prog, "--insecure", "--source", "", "--revision", "v9@sha1:abc")
+	if got := annotations("flags"); got.Source != "" || got.Revision != "v9@sha1:abc" {
+		t.Errorf("with flags: %+v", got)
+	}
+
+	// Outside any checkout: no annotations.
+	plain := writeProgram(t, t.TempDir())
+	mustRun(t, "artifact", "push", repoURL+":plain", "--path", plain, "--insecure")
+	if got := annotations("plain"); got.Source != "" || got.Revision != "" {
+		t.Errorf("outside Git: %+v", got)
+	}
+}
+
+// newCheckout makes a Git repository in root on branch trunk, with an
+// origin remote whose URL holds credentials, and a program committed in
+// programs/infra.
+func newCheckout(t *testing.T, root string) (*git.Repository, plumbing.Hash, string) {
+	t.Helper()
 	repo, err := git.PlainInitWithOptions(root, &git.PlainInitOptions{
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("trunk")},
 	})
@@ -44,62 +116,52 @@ func TestArtifactPushGitDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return repo, commit, prog
+}
+
+// listed is tag's row of `artifact list -o json`.
+func listed(t *testing.T, repoURL, tag string) listedTag {
+	t.Helper()
+	js, _ := mustRun(t, "artifact", "list", repoURL, "--insecure", "-o", "json")
+	var rows []listedTag
+	if err := json.Unmarshal([]byte(js), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Tag == tag {
+			return r
+		}
+	}
+	t.Fatalf("no tag %s in %s", tag, js)
+	return listedTag{}
+}
+
+// TestArtifactPushGitLinkedWorktree: a folder in a linked worktree (`git
+// worktree add`, whose .git is a file pointing into the main checkout)
+// gets the worktree's branch and commit, and the shared origin.
+func TestArtifactPushGitLinkedWorktree(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git to make a linked worktree with")
+	}
+	isolate(t)
+	reg := testenv.NewRegistry(t)
+	main := filepath.Join(t.TempDir(), "main")
+	_, commit, _ := newCheckout(t, main)
+	linked := filepath.Join(t.TempDir(), "linked")
+	cmd := exec.Command(gitBin, "-C", main, "worktree", "add", "-q", "-b", "feature", linked)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git worktree add: %v\n%s", err, out)
+	}
 	repoURL := "oci://" + reg.Host() + "/org/infra"
-
-	annotations := func(tag string) listedTag {
-		t.Helper()
-		js, _ := mustRun(t, "artifact", "list", repoURL, "--insecure", "-o", "json")
-		var rows []listedTag
-		if err := json.Unmarshal([]byte(js), &rows); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			if r.Tag == tag {
-				return r
-			}
-		}
-		t.Fatalf("no tag %s in %s", tag, js)
-		return listedTag{}
+	_, errOut := mustRun(t, "artifact", "push", repoURL+":linked", "--path", filepath.Join(linked, "programs", "infra"), "--insecure")
+	got := listed(t, repoURL, "linked")
+	if got.Source != "https://git.example.com/org/platform.git" || got.Revision != "feature@sha1:"+commit.String() {
+		t.Errorf("in a linked worktree: source %q revision %q", got.Source, got.Revision)
 	}
-
-	_, errOut := mustRun(t, "artifact", "push", repoURL+":branch", "--path", prog, "--insecure")
-	got := annotations("branch")
-	if got.Source != "https://git.example.com/org/platform.git" || got.Revision != "trunk@sha1:"+commit.String() {
-		t.Errorf("on a branch: source %q revision %q", got.Source, got.Revision)
-	}
-	if strings.Contains(errOut, "s3cr3t") || strings.Contains(errOut, "warning") {
-		t.Errorf("push said %q", errOut)
-	}
-
-	// A subfolder of the program (DetectDotGit looks upwards), detached.
-	if err := wt.Checkout(&git.CheckoutOptions{Hash: commit}); err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t, "artifact", "push", repoURL+":detached", "--path", filepath.Join(prog, "lib"), "--insecure")
-	if got := annotations("detached"); got.Revision != "sha1:"+commit.String() {
-		t.Errorf("detached: revision %q", got.Revision)
-	}
-
-	// Uncommitted changes under the folder: a warning naming them.
-	if err := os.WriteFile(filepath.Join(prog, "Pulumi.yaml"), []byte("name: changed\nruntime: yaml\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, errOut = mustRun(t, "artifact", "push", repoURL+":dirty", "--path", prog, "--insecure")
-	if !strings.Contains(errOut, "uncommitted changes (programs/infra/Pulumi.yaml)") {
-		t.Errorf("a dirty folder: stderr %q", errOut)
-	}
-
-	// The flags win, even when empty.
-	mustRun(t, "artifact", "push", repoURL+":flags", "--path", prog, "--insecure", "--source", "", "--revision", "v9@sha1:abc")
-	if got := annotations("flags"); got.Source != "" || got.Revision != "v9@sha1:abc" {
-		t.Errorf("with flags: %+v", got)
-	}
-
-	// Outside any checkout: no annotations.
-	plain := writeProgram(t, t.TempDir())
-	mustRun(t, "artifact", "push", repoURL+":plain", "--path", plain, "--insecure")
-	if got := annotations("plain"); got.Source != "" || got.Revision != "" {
-		t.Errorf("outside Git: %+v", got)
+	if strings.Contains(errOut, "warning") {
+		t.Errorf("a clean linked worktree warned: %q", errOut)
 	}
 }
 

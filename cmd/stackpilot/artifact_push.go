@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -35,8 +36,8 @@ otherwise. .sourceignore files and Flux's default ignore list apply.
 --source and --revision default from the Git checkout DIR is in, when it is
 one: the "origin" remote's URL without credentials, and BRANCH@sha1:COMMIT
 (sha1:COMMIT on a detached HEAD). When the checkout has uncommitted changes
-under DIR, the artifact holds the files as they are on disk and push warns that
-the revision does not describe them.
+to files under DIR that the artifact holds, it holds them as they are on disk,
+and push warns that the revision does not describe them.
 
 The digest goes to stdout alone; what was pushed is said on stderr.`,
 		Example: `  stackpilot artifact push oci://ghcr.io/org/infra:v1.2.0 --path ./infra
@@ -54,7 +55,7 @@ The digest goes to stdout alone; what was pushed is said on stderr.`,
 	fs.StringArrayVar(&o.annotations, "annotation", nil, "A manifest annotation key=value (repeatable); wins over the source, revision and created ones.")
 	fs.StringSliceVar(&o.ignorePaths, "ignore-paths", nil, "More gitignore-style patterns to leave out, comma-separated (after .sourceignore and Flux's defaults).")
 	fs.StringVar(&o.created, "created", "", "The created annotation: an RFC 3339 time, or \"now\"; default: 1970-01-01T00:00:00Z, so that the digest is reproducible.")
-	fs.StringVar(&o.signKey, "sign-key", "", "Sign the pushed digest with this cosign private key, as `artifact sign` does (password: COSIGN_PASSWORD, else asked).")
+	fs.StringVar(&o.signKey, "sign-key", "", "Sign the pushed digest with this cosign private key `file`, as artifact sign does (password: COSIGN_PASSWORD, else asked).")
 	_ = cmd.MarkFlagRequired("path")
 	_ = cmd.MarkFlagFilename("sign-key", "key")
 	_ = cmd.MarkFlagDirname("path")
@@ -92,8 +93,8 @@ func (c *cli) push(cmd *cobra.Command, reg *registryOptions, o *pushOptions, arg
 		}
 		if !flags.Changed("revision") {
 			opts.Revision = g.revision
-			if g.dirty != "" {
-				c.warnf("%s has uncommitted changes (%s): the artifact holds the files as they are on disk, and the revision %s does not describe them; commit first, or set --revision", o.path, g.dirty, g.revision)
+			if err := c.warnDirty(o, g); err != nil {
+				return err
 			}
 		}
 	}
@@ -111,7 +112,27 @@ func (c *cli) push(cmd *cobra.Command, reg *registryOptions, o *pushOptions, arg
 	fmt.Fprintf(c.stderr, "Pushed %s to %s@%s%s\n", o.path, ociURL(ref), dgst, describeOrigin(opts.Source, opts.Revision))
 	if signer != nil {
 		// The digest once more on stdout would break `d=$(stackpilot artifact push ...)`.
-		return c.signDigest(ctx, reg, cl, oci.Reference{Repository: ref.Repository, Digest: dgst}, signer, signFormats{bundle: true, legacy: true}, false)
+		signed := oci.Reference{Repository: ref.Repository, Digest: dgst}
+		if err := c.signDigest(ctx, reg, cl, signed, signer, signFormats{bundle: true, legacy: true}, false); err != nil {
+			return fmt.Errorf("pushed %s unsigned: %w; sign it with `stackpilot artifact sign %s --key %s`", ociURL(signed), err, ociURL(signed), o.signKey)
+		}
+	}
+	return nil
+}
+
+// warnDirty warns when uncommitted changes make the artifact differ from
+// the commit its revision names. Only then does it package the folder an
+// extra time, to know which files the artifact holds.
+func (c *cli) warnDirty(o *pushOptions, g gitOrigin) error {
+	if len(g.dirty) == 0 {
+		return nil
+	}
+	layer, err := oci.BuildLayer(o.path, oci.BuildOptions{IgnorePaths: o.ignorePaths}, io.Discard)
+	if err != nil {
+		return err
+	}
+	if s := dirtySummary(g.dirty, layer.Files); s != "" {
+		c.warnf("%s has uncommitted changes (%s): the artifact holds the files as they are on disk, and the revision %s does not describe them; commit first, or set --revision", o.path, s, g.revision)
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ The key's password: COSIGN_PASSWORD, else asked on the terminal.`,
 	}
 	cmd.Flags().StringVar(&key, "key", "", "The cosign private key file (cosign.key; required).")
 	cmd.Flags().BoolVar(&formats.bundle, "bundle", true, "Write the Sigstore bundle as an OCI referrer (what cosign v3 reads).")
-	cmd.Flags().BoolVar(&formats.legacy, "legacy", true, "Write the legacy sha256-HEX.sig tag (what cosign v2 and Flux's older verifiers read).")
+	cmd.Flags().BoolVar(&formats.legacy, "legacy", true, "Write the legacy sha256-HEX.sig tag (what cosign v2 and older verifiers read).")
 	_ = cmd.MarkFlagRequired("key")
 	_ = cmd.MarkFlagFilename("key", "key")
 	return cmd

@@ -105,6 +105,9 @@ func TestArtifactPushPull(t *testing.T) {
 	}
 }
 
+// testVersion is stamped into the test binary, as a release build does.
+const testVersion = "v0.0.0-test"
+
 // cliBinary builds the real stackpilot binary once per test run.
 var cliBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "stackpilot-cli-test-")
@@ -112,7 +115,7 @@ var cliBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "stackpilot")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", &exec.ExitError{Stderr: out}
 	}

@@ -15,12 +15,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/cluster"
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
@@ -170,12 +167,7 @@ type cleanup struct {
 	fn   func() error
 }
 
-func demoScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	return scheme
-}
+func demoScheme() *runtime.Scheme { return kubeScheme() }
 
 // runDemo runs the whole demo and undoes everything it started before returning.
 func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err error) {

@@ -5,10 +5,14 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
 // kubeOptions are kubectl's connection flags, read the way kubectl reads
@@ -60,17 +64,26 @@ func (o *kubeOptions) Namespace() (string, error) {
 	return ns, nil
 }
 
-// Client is a controller-runtime client with scheme (e.g. demoScheme()).
-func (o *kubeOptions) Client(scheme *runtime.Scheme) (client.Client, error) {
+// Client is a controller-runtime client for Kubernetes' types and
+// Stackpilot's (kubeScheme).
+func (o *kubeOptions) Client() (client.Client, error) {
 	cfg, err := o.RESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: kubeScheme()})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	return c, nil
+}
+
+// kubeScheme knows client-go's built-in types and stackpilot.dev/v1alpha1.
+func kubeScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return scheme
 }
 
 // explain turns clientcmd's errors into ones that say what to do.

@@ -36,6 +36,9 @@ func TestRootExitCodes(t *testing.T) {
 		{[]string{"artifact", "nope"}, 2, "", `unknown command "nope" for "stackpilot artifact"`},
 		{nil, 2, "", "Usage: stackpilot <command> [flags]"},
 		{[]string{"--help"}, 0, "kubeconfig", ""},
+		// What the completion scripts call.
+		{[]string{"__complete", "artifact", "p"}, 0, "push\tPackage a program folder", ""},
+		{[]string{"__complete", "artifact", "list", "oci://r/x", "-o", ""}, 0, "table\njson\nyaml\n", ""},
 	} {
 		code, stdout, stderr := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stderr, tc.errs) {
@@ -101,6 +104,9 @@ func TestKubeOptions(t *testing.T) {
 			if cfg.Host != tc.host || ns != tc.ns {
 				t.Errorf("host %q namespace %q, want %q %q", cfg.Host, ns, tc.host, tc.ns)
 			}
+			if _, err := tc.opts.Client(); err != nil {
+				t.Errorf("Client: %v", err)
+			}
 		})
 	}
 }
@@ -114,5 +120,13 @@ func TestKubeOptionsNoConfig(t *testing.T) {
 	_, err := o.RESTConfig()
 	if err == nil || !strings.Contains(err.Error(), "set KUBECONFIG") {
 		t.Fatalf("got %v, want the no-kubeconfig message", err)
+	}
+}
+
+// TestVersionStamped: the version a release build stamps is what version prints.
+func TestVersionStamped(t *testing.T) {
+	code, out, _ := runBinary(t, nil, "version")
+	if code != 0 || !strings.HasPrefix(out, "stackpilot "+testVersion+" (go") {
+		t.Errorf("stackpilot version: exit %d, %q", code, out)
 	}
 }
