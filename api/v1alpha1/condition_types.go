@@ -98,6 +98,14 @@ const (
 	// tags, pulling an artifact) failed.
 	OCIOperationFailedReason = "OCIOperationFailed"
 
+	// SourceNotReadyReason: the Flux source named by spec.source.sourceRef is
+	// missing, not Ready, or has no artifact yet.
+	SourceNotReadyReason = "SourceNotReady"
+
+	// CrossNamespaceRefNotAllowedReason: spec.source.sourceRef names another
+	// namespace and the controller does not allow it.
+	CrossNamespaceRefNotAllowedReason = "CrossNamespaceRefNotAllowed"
+
 	// VerificationFailedReason: the OCI artifact's signature did not verify
 	// with the keys of spec.source.oci.verify; nothing of it was applied.
 	VerificationFailedReason = "VerificationFailed"

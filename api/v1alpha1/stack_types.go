@@ -135,8 +135,8 @@ type StackSpec struct {
 }
 
 // StackSource says where the Pulumi program comes from. Exactly one source kind
-// is set: git or oci (sourceRef is planned).
-// +kubebuilder:validation:XValidation:rule="[has(self.git), has(self.oci)].exists_one(b, b)",message="exactly one source kind must be set: git or oci"
+// is set: git, oci or sourceRef.
+// +kubebuilder:validation:XValidation:rule="[has(self.git), has(self.oci), has(self.sourceRef)].exists_one(b, b)",message="exactly one source kind must be set: git, oci or sourceRef"
 type StackSource struct {
 	// Git fetches the program from a Git repository.
 	// +optional
@@ -147,6 +147,11 @@ type StackSource struct {
 	// any image whose chosen layer is a tar of the program.
 	// +optional
 	OCI *OCISource `json:"oci,omitempty"`
+
+	// SourceRef follows a Flux source (source.toolkit.fluxcd.io/v1): the
+	// artifact its source-controller publishes in .status.artifact.
+	// +optional
+	SourceRef *FluxSourceReference `json:"sourceRef,omitempty"`
 
 	// Dir is the path of the Pulumi project (the folder holding Pulumi.yaml)
 	// inside the fetched tree. Relative, without '..' segments. Empty means the root.
@@ -190,6 +195,27 @@ type GitSource struct {
 	// +listType=set
 	// +optional
 	Include []string `json:"include,omitempty"`
+}
+
+// FluxSourceReference names a Flux source object.
+type FluxSourceReference struct {
+	// Kind of the source, in the API group source.toolkit.fluxcd.io (v1).
+	// +kubebuilder:validation:Enum=GitRepository;OCIRepository;Bucket;ExternalArtifact
+	// +required
+	Kind string `json:"kind"`
+
+	// Name of the source.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Namespace of the source; the Stack's own when empty. Another namespace
+	// is refused unless the controller runs with --allow-cross-namespace-refs.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // OCISource is an OCI repository and the artifact to pull from it.

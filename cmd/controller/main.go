@@ -60,6 +60,7 @@ type flags struct {
 	watchNamespace          string
 	gracefulShutdownTimeout time.Duration
 	artifactMaxSize         string
+	allowCrossNamespaceRefs bool
 	// tenancy and the inputs digest key
 	defaultServiceAccount string
 	digestKeySecret       string
@@ -77,7 +78,8 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.defaultPassphraseSecret, "default-passphrase-secret", "", "Name of a Secret (key \"passphrase\") in each Stack's namespace used when spec.secretsProvider is not set.")
 	flag.IntVar(&f.concurrentOperations, "concurrent-operations", defaultConcurrency(), "How many Pulumi operations (and reconciles) run at once; the default is the number of CPUs this process may use (GOMAXPROCS, which in a container follows its CPU limit).")
 	flag.IntVar(&f.intervalJitterPercent, "interval-jitter-percentage", jitter.DefaultPercentage, "Delay each Stack's requeue at spec.interval by up to this percent of it, so that Stacks created together do not wake together (0 disables it; at most 99). Never earlier than the interval, so Stacks on one repository share one ls-remote per interval. Retries are not jittered.")
-	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest OCI artifact accepted: its chosen layer (checked against the manifest before download, and while reading) and the files extracted from it are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
+	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest artifact accepted: an OCI artifact's chosen layer (checked against the manifest before download, and while reading), a Flux source's tarball, and the files extracted from either are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
+	flag.BoolVar(&f.allowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "Let a Stack's spec.source.sourceRef name a Flux source in another namespace (refused by default, as in Flux).")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
@@ -158,9 +160,10 @@ func run() error {
 			DefaultServiceAccount: f.defaultServiceAccount,
 			OwnClusterEnv:         ownEnv,
 		},
-		DigestKeySecret: types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
-		IntervalJitter:  intervalJitter,
-		ArtifactMaxSize: artifactMaxSize,
+		DigestKeySecret:         types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
+		IntervalJitter:          intervalJitter,
+		ArtifactMaxSize:         artifactMaxSize,
+		AllowCrossNamespaceRefs: f.allowCrossNamespaceRefs,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),

@@ -36,6 +36,11 @@ type Config struct {
 	// ArtifactMaxSize bounds an OCI artifact's layer and the files extracted
 	// from it, in bytes (0: srcoci.DefaultMaxSize).
 	ArtifactMaxSize int64
+	// Flux fetches Flux sources' artifacts; made with ArtifactMaxSize when nil.
+	Flux *FluxSource
+	// AllowCrossNamespaceRefs lets a Stack follow a Flux source in another
+	// namespace.
+	AllowCrossNamespaceRefs bool
 	// PodNamespace is the controller Pod's namespace; when empty, the
 	// POD_NAMESPACE environment variable (set from the downward API).
 	PodNamespace string
@@ -77,6 +82,10 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if oci == nil {
 		oci = NewOCISource(cfg.ArtifactMaxSize)
 	}
+	fluxSrc := cfg.Flux
+	if fluxSrc == nil {
+		fluxSrc = NewFluxSource(cfg.ArtifactMaxSize)
+	}
 	return &StackReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
@@ -84,6 +93,8 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		Executor:                cfg.Executor,
 		Source:                  src,
 		OCI:                     oci,
+		Flux:                    fluxSrc,
+		AllowCrossNamespaceRefs: cfg.AllowCrossNamespaceRefs,
 		Artifacts:               store,
 		WorkDir:                 filepath.Join(cfg.DataDir, "work"),
 		PulumiHome:              filepath.Join(cfg.DataDir, "pulumi-home"),

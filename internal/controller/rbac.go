@@ -15,3 +15,5 @@ package controller
 // token for it per operation (tenancy.go).
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+// Flux sources a Stack follows (spec.source.sourceRef): read and watched for new artifacts.
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets;externalartifacts,verbs=get;list;watch

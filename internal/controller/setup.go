@@ -33,15 +33,19 @@ func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Stack{}, referencedIndex, indexReferences); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Stack{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, reconcileRequested{}))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing("Secret")),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing("ConfigMap")),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
+	b, err := r.watchFluxSources(ctx, mgr, b)
+	if err != nil {
+		return err
+	}
+	return b.Complete(r)
 }
 
 func indexReferences(obj client.Object) []string {

@@ -35,7 +35,11 @@ type StackReconciler struct {
 	Executor      Executor
 	Source        *GitSource
 	OCI           *OCISource
-	Artifacts     *artifact.Store
+	Flux          *FluxSource
+	// AllowCrossNamespaceRefs lets spec.source.sourceRef name a source in
+	// another namespace (--allow-cross-namespace-refs).
+	AllowCrossNamespaceRefs bool
+	Artifacts               *artifact.Store
 	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
 	// artifacts' file system, files are hard links, not copies.
 	WorkDir string

@@ -21,8 +21,10 @@ func (r *StackReconciler) resolveSource(ctx context.Context, st *reconcileState)
 		return stepContinue, r.resolveGit(ctx, st)
 	case src.OCI != nil:
 		return stepContinue, r.resolveOCI(ctx, st)
+	case src.SourceRef != nil:
+		return stepContinue, r.resolveFlux(ctx, st)
 	}
-	return stepDone, stalling(v1alpha1.InvalidSpecReason, "spec.source: set one of git or oci")
+	return stepDone, stalling(v1alpha1.InvalidSpecReason, "spec.source: set one of git, oci or sourceRef")
 }
 
 // fetchArtifact makes sure the resolved revision is in the artifact cache.
@@ -63,15 +65,21 @@ func (r *StackReconciler) ensureArtifact(ctx context.Context, st *reconcileState
 // addFolderHint and publishHint say how a user puts a missing program into
 // the Stack's kind of source.
 func addFolderHint(stack *v1alpha1.Stack) string {
-	if stack.Spec.Source.OCI != nil {
+	switch {
+	case stack.Spec.Source.OCI != nil:
 		return "push an artifact that holds the folder"
+	case stack.Spec.Source.SourceRef != nil:
+		return "publish the folder in the source's artifact"
 	}
 	return "commit the folder"
 }
 
 func publishHint(stack *v1alpha1.Stack) string {
-	if stack.Spec.Source.OCI != nil {
+	switch {
+	case stack.Spec.Source.OCI != nil:
 		return "push an artifact"
+	case stack.Spec.Source.SourceRef != nil:
+		return "publish an artifact"
 	}
 	return "commit"
 }
@@ -90,6 +98,8 @@ func (r *StackReconciler) programAt(ctx context.Context, stack *v1alpha1.Stack, 
 		fetched, err = r.gitFetchRevision(ctx, stack, ref.Revision)
 	case stack.Spec.Source.OCI != nil:
 		fetched, err = r.ociFetchRevision(ctx, stack, ref.Revision)
+	case stack.Spec.Source.SourceRef != nil:
+		fetched, err = r.fluxFetchRevision(ctx, stack, ref.Revision)
 	default:
 		err = errors.New("spec.source sets no source kind")
 	}

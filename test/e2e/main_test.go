@@ -20,5 +20,5 @@ func TestMain(m *testing.M) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	testenv.Main(m, testenv.Options{Scheme: scheme}, &env)
+	testenv.Main(m, testenv.Options{Scheme: scheme, FluxCRDs: true}, &env)
 }
