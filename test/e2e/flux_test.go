@@ -67,7 +67,7 @@ func TestStackFollowsGitRepository(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	key := client.ObjectKeyFromObject(stack)
 	s := waitApplied(t, key, f.commit)
-	g.Expect(s.Status.LastAppliedRevision).To(Equal("main@sha1:" + f.commit), "Flux's revision form")
+	g.Expect(s.Status.LastAppliedRevision).To(Equal("main@sha1:"+f.commit), "Flux's revision form")
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
 	ups := len(s.Status.History)
 
@@ -137,7 +137,7 @@ func TestStackFollowsOCIRepository(t *testing.T) {
 	})
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	s := waitApplied(t, client.ObjectKeyFromObject(stack), "")
-	g.Expect(s.Status.LastAppliedRevision).To(Equal("v1@" + digest), "source-controller's revision of our artifact")
+	g.Expect(s.Status.LastAppliedRevision).To(Equal("v1@"+digest), "source-controller's revision of our artifact")
 	g.Expect(configMapData(g, f.ns, "oci-flux-settings")).To(HaveKeyWithValue("color", "blue"))
 }
 
