@@ -247,3 +247,38 @@ func TestStackFollowsSourceInAnotherNamespace(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	waitApplied(t, client.ObjectKeyFromObject(stack), f.commit)
 }
+
+// TestStackFollowsBucket: a Flux Bucket (generic provider) on an in-process
+// S3 server gives a Ready Stack, and a changed object is applied when
+// source-controller publishes it.
+func TestStackFollowsBucket(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	s3 := testenv.NewS3(t, "infra")
+	s3.Put(t, "infra", "app/Pulumi.yaml", ociProgram("bucket-settings", ""))
+	env.StartSourceController(t)
+	f.start(t)
+	g.Expect(env.Client.Create(ctx, fluxObject("Bucket", f.ns, "infra", map[string]any{
+		"provider":   "generic",
+		"bucketName": "infra",
+		"endpoint":   s3.Host(),
+		"insecure":   true,
+		"interval":   "2s",
+	}))).To(Succeed())
+	stack := f.sourceRefStack("bucket", v1alpha1.FluxSourceReference{Kind: "Bucket", Name: "infra"})
+	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
+	key := client.ObjectKeyFromObject(stack)
+	s := waitApplied(t, key, "")
+	g.Expect(s.Status.LastAppliedRevision).To(HavePrefix("sha256:"), "a Bucket's revision is its digest")
+	g.Expect(configMapData(g, f.ns, "bucket-settings")).To(HaveKeyWithValue("color", "blue"))
+
+	first := s.Status.LastAppliedRevision
+	s3.Put(t, "infra", "app/Pulumi.yaml", ociProgram("bucket-settings", "\n        size: large"))
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, key)
+		g.Expect(s.Status.LastAppliedRevision).NotTo(Equal(first))
+		g.Expect(conditions.IsReady(s)).To(BeTrue(), "Ready: %s", readyMessage(s))
+		g.Expect(configMapData(g, f.ns, "bucket-settings")).To(HaveKeyWithValue("size", "large"))
+	}, 2*time.Minute, time.Second).Should(Succeed())
+}
