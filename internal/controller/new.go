@@ -87,9 +87,10 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		fluxSrc = NewFluxSource(cfg.ArtifactMaxSize)
 	}
 	return &StackReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		EventRecorder:           mgr.GetEventRecorder("stackpilot-controller"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		//lint:ignore SA1019 core/v1 Events carry annotations (the revision, as Flux's do); events.k8s.io ones cannot.
+		EventRecorder:           mgr.GetEventRecorderFor("stackpilot-controller"),
 		Executor:                cfg.Executor,
 		Source:                  src,
 		OCI:                     oci,

@@ -10,7 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
@@ -101,7 +101,7 @@ func TestHumanSize(t *testing.T) {
 // would drop the event) keeps its first line and points to the status.
 func TestEventNoteWithinLimit(t *testing.T) {
 	g := NewWithT(t)
-	rec := events.NewFakeRecorder(10)
+	rec := record.NewFakeRecorder(10)
 	r := &StackReconciler{EventRecorder: rec}
 	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}}
 
@@ -109,7 +109,8 @@ func TestEventNoteWithinLimit(t *testing.T) {
 		strings.Repeat("  error: another diagnostic line\n", 100)
 	r.event(stack, "Warning", v1alpha1.ProgramErrorReason, "up", diag)
 	got := <-rec.Events
-	note := got[strings.Index(got, "up up-1"):]
+	// The fake recorder appends the annotations: " map[k:v ...]".
+	note := got[strings.Index(got, "up up-1"):strings.LastIndex(got, " map[")]
 	g.Expect(len(note)).To(BeNumerically("<=", maxEventNote))
 	g.Expect(note).To(Equal("up up-1 of revision main@sha1:abc failed: error: resource settings: undefined variable doesNotExist (see the Stack's status for the rest)"))
 
@@ -118,6 +119,23 @@ func TestEventNoteWithinLimit(t *testing.T) {
 	g.Expect(strings.ToValidUTF8(eventNote(oneLine), "?")).To(Equal(eventNote(oneLine)))
 	short := "up ok\nwith two lines"
 	g.Expect(eventNote(short)).To(Equal(short), "a short note is left alone")
+}
+
+// TestEventsCarryTheRevision: events are annotated with the revision they
+// are about, under the API group, as Flux's controllers annotate theirs.
+func TestEventsCarryTheRevision(t *testing.T) {
+	g := NewWithT(t)
+	rec := record.NewFakeRecorder(10)
+	r := &StackReconciler{EventRecorder: rec}
+	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}}
+	stack.Status.LastAppliedRevision = "main@sha1:old"
+	stack.Status.History = []v1alpha1.OperationRecord{{ID: "up-2", Revision: "main@sha1:new"}}
+	r.event(stack, "Normal", "UpSucceeded", "up", "applied")
+	g.Expect(<-rec.Events).To(HaveSuffix("map[stackpilot.dev/operation:up stackpilot.dev/revision:main@sha1:new]"))
+
+	stack.Status.History = nil
+	r.event(stack, "Normal", "UpSkipped", "up", "skipped")
+	g.Expect(<-rec.Events).To(ContainSubstring("stackpilot.dev/revision:main@sha1:old"))
 }
 
 // TestPublishRetryWait: a failed publish backs off on its own counter.
@@ -146,7 +164,7 @@ func TestPublishRetryWait(t *testing.T) {
 // touches what decides an up, and says why in OutputsPublished.
 func TestPublishFailedKeepsTheUp(t *testing.T) {
 	g := NewWithT(t)
-	r := &StackReconciler{EventRecorder: events.NewFakeRecorder(10)}
+	r := &StackReconciler{EventRecorder: record.NewFakeRecorder(10)}
 	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}}
 	stack.Spec.RetryInterval = &metav1.Duration{Duration: 2 * time.Second}
 	stack.Spec.Outputs = &v1alpha1.OutputsTarget{SecretName: "out"}

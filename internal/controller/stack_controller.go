@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fluxcd/pkg/runtime/patch"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -30,8 +30,11 @@ type StackReconciler struct {
 	client.Client
 	// APIReader reads Secrets and ConfigMaps straight from the API server, so the
 	// controller caches no Secret data (it watches their metadata only).
-	APIReader     client.Reader
-	EventRecorder events.EventRecorder
+	APIReader client.Reader
+	// EventRecorder writes core/v1 Events, which carry annotations (the
+	// revision, as Flux's controllers annotate theirs) where events.k8s.io
+	// Events cannot.
+	EventRecorder record.EventRecorder
 	Executor      Executor
 	Source        *GitSource
 	OCI           *OCISource
@@ -166,7 +169,29 @@ func (r *StackReconciler) event(stack *v1alpha1.Stack, eventType, reason, action
 	if r.EventRecorder == nil {
 		return
 	}
-	r.EventRecorder.Eventf(stack, nil, eventType, reason, action, "%s", eventNote(note))
+	annotations := map[string]string{v1alpha1.GroupVersion.Group + "/operation": action}
+	if rev := eventRevision(stack); rev != "" {
+		annotations[RevisionAnnotation] = rev
+	}
+	r.EventRecorder.AnnotatedEventf(stack, annotations, eventType, reason, "%s", eventNote(note))
+}
+
+// RevisionAnnotation is the event annotation with the source revision the
+// event is about, "<api group>/revision" as Flux's controllers write it, so
+// that Flux's notification-controller (and the Alerts of this project) can
+// say which revision failed or was applied.
+const RevisionAnnotation = "stackpilot.dev/revision"
+
+// eventRevision is the revision of the newest operation (or skip) in the
+// history, else the applied one.
+func eventRevision(stack *v1alpha1.Stack) string {
+	if h := stack.Status.History; len(h) > 0 && h[0].Revision != "" {
+		return h[0].Revision
+	}
+	if stack.Status.LastAttemptedRevision != "" {
+		return stack.Status.LastAttemptedRevision
+	}
+	return stack.Status.LastAppliedRevision
 }
 
 // maxEventNote is the API server's limit on an event's note, in bytes: it

@@ -87,6 +87,18 @@ func TestStackFollowsGitRepository(t *testing.T) {
 	t.Logf("commit to artifact %s, artifact to applied %s (Stack interval 1h)", published.Sub(pushed).Round(100*time.Millisecond), applied.Sub(published).Round(100*time.Millisecond))
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("size", "large"))
 	ups++
+	// Events carry the revision the way Flux's do.
+	g.Eventually(func(g Gomega) {
+		var list corev1.EventList
+		g.Expect(env.Client.List(ctx, &list, client.InNamespace(f.ns))).To(Succeed())
+		var revs []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == "bridge" {
+				revs = append(revs, e.Annotations["stackpilot.dev/revision"])
+			}
+		}
+		g.Expect(revs).To(ContainElement("main@sha1:" + next))
+	}, 30*time.Second, time.Second).Should(Succeed())
 
 	// A commit elsewhere in the repository: a new artifact, no up.
 	other := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("\n        size: large"), "docs/README.md": "hello"}, "docs")
