@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/testenv"
@@ -293,4 +296,43 @@ func TestStackFollowsBucket(t *testing.T) {
 		g.Expect(conditions.IsReady(s)).To(BeTrue(), "Ready: %s", readyMessage(s))
 		g.Expect(configMapData(g, f.ns, "bucket-settings")).To(HaveKeyWithValue("size", "large"))
 	}, 2*time.Minute, time.Second).Should(Succeed())
+}
+
+// The API server refuses a malformed spec.source.sourceRef, and accepts the
+// sample (config/samples/stack-flux.yaml).
+func TestSourceRefSpecValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	for name, tc := range map[string]struct {
+		ref v1alpha1.FluxSourceReference
+		msg string
+	}{
+		"unknown kind": {v1alpha1.FluxSourceReference{Kind: "HelmChart", Name: "x"}, "spec.source.sourceRef.kind"},
+		"no name":      {v1alpha1.FluxSourceReference{Kind: "GitRepository"}, "spec.source.sourceRef.name"},
+	} {
+		s := &v1alpha1.Stack{}
+		s.Name, s.Namespace = "v", ns
+		ref := tc.ref
+		s.Spec.Source.SourceRef = &ref
+		err := env.Client.Create(ctx, s, client.DryRunAll)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		NewWithT(t).Expect(err.Error()).To(ContainSubstring(tc.msg), name)
+	}
+	both := &v1alpha1.Stack{}
+	both.Name, both.Namespace = "v", ns
+	both.Spec.Source.SourceRef = &v1alpha1.FluxSourceReference{Kind: "GitRepository", Name: "x"}
+	both.Spec.Source.Git = &v1alpha1.GitSource{URL: "https://git.example/x"}
+	NewWithT(t).Expect(env.Client.Create(ctx, both, client.DryRunAll)).To(MatchError(ContainSubstring("exactly one source kind")))
+
+	raw, err := os.ReadFile(filepath.Join(env.Root, "config", "samples", "stack-flux.yaml"))
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		NewWithT(t).Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
+		u.SetNamespace(ns)
+		NewWithT(t).Expect(env.Client.Create(ctx, u, client.DryRunAll)).To(Succeed(), u.GetKind())
+	}
 }
