@@ -12,6 +12,7 @@ PULUMI_VERSION           := v3.276.0
 PULUMI_YAML_VERSION      := v1.25.0
 PULUMI_KUBERNETES_VERSION := 4.25.0
 SOURCE_CONTROLLER_VERSION := v1.9.6
+KUSTOMIZE_CONTROLLER_VERSION := v1.9.6
 COSIGN_VERSION           := v3.1.3
 CONTROLLER_TOOLS_VERSION := v0.23.0
 STATICCHECK_VERSION      := v0.8.2
@@ -41,6 +42,8 @@ tools: ## Build every pinned tool into bin/ (first run here: about 30 minutes; l
 		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
 	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) tools/source-controller github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
 	@hack/flux-crds.sh $(SOURCE_CONTROLLER_VERSION)
+	@$(BUILD_TOOL) kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) tools/kustomize-controller github.com/fluxcd/kustomize-controller -ldflags "$(LDFLAGS)"
+	@hack/kustomize-crds.sh $(KUSTOMIZE_CONTROLLER_VERSION)
 	@CGO_ENABLED=0 $(BUILD_TOOL) cosign $(COSIGN_VERSION) tools/cosign github.com/sigstore/cosign/v3/cmd/cosign \
 		-trimpath -ldflags "$(LDFLAGS) -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)"
 	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) tools/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
