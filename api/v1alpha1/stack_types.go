@@ -699,6 +699,10 @@ type Stack struct {
 
 	// +required
 	Spec StackSpec `json:"spec"`
+	// Status starts with observedGeneration -1, as Flux's kinds do: kstatus
+	// reads an object without status as Current, so a Kustomization waiting
+	// on a new Stack would pass its health check before the controller saw it.
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status StackStatus `json:"status,omitempty"`
 }
