@@ -71,18 +71,7 @@ func (f *Fetcher) Fetch(ctx context.Context, art Artifact, store *artifact.Store
 		return artifact.Artifact{}, &source.InvalidSpecError{Field: "status.artifact.digest", Value: art.Digest, Reason: err.Error()}
 	}
 	key := IndexKey(art.Digest)
-	if a, ok := indexed(store, key); ok {
-		return a, nil
-	}
-	return f.flight.Do(ctx, key, func(ctx context.Context) (artifact.Artifact, error) {
-		if a, ok := indexed(store, key); ok {
-			return a, nil
-		}
-		if f.Timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, f.Timeout)
-			defer cancel()
-		}
+	return source.FetchOnce(ctx, &f.flight, store, key, f.Timeout, func(ctx context.Context) (artifact.Artifact, error) {
 		return f.fetchWithRetries(ctx, art, algo, store, key)
 	})
 }
@@ -224,12 +213,4 @@ type LimitError struct {
 
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("artifact %s is at least %d bytes, over the limit of %d bytes (controller flag --artifact-max-size)", e.URL, e.Size, e.Max)
-}
-
-func indexed(store *artifact.Store, key string) (artifact.Artifact, bool) {
-	digest, ok := store.Lookup(key)
-	if !ok {
-		return artifact.Artifact{}, false
-	}
-	return store.Get(digest)
 }

@@ -71,28 +71,9 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, rev Revision, auth *Aut
 		return artifact.Artifact{}, &source.InvalidSpecError{Field: "revision", Value: rev.String(), Reason: "want a full commit hash"}
 	}
 	key := IndexKey(url, rev.Commit, auth)
-	if a, ok := indexed(store, key); ok {
-		return a, nil
-	}
-	return f.flight.Do(ctx, store.Root()+"\x00"+key, func(ctx context.Context) (artifact.Artifact, error) {
-		if a, ok := indexed(store, key); ok {
-			return a, nil
-		}
-		if f.Timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, f.Timeout)
-			defer cancel()
-		}
+	return source.FetchOnce(ctx, &f.flight, store, key, f.Timeout, func(ctx context.Context) (artifact.Artifact, error) {
 		return f.fetch(ctx, url, rev, auth, store, key)
 	})
-}
-
-func indexed(store *artifact.Store, key string) (artifact.Artifact, bool) {
-	digest, ok := store.Lookup(key)
-	if !ok {
-		return artifact.Artifact{}, false
-	}
-	return store.Get(digest)
 }
 
 func (f *Fetcher) fetch(ctx context.Context, url string, rev Revision, auth *Auth, store *artifact.Store, key string) (artifact.Artifact, error) {

@@ -95,18 +95,7 @@ func (f *Fetcher) Fetch(ctx context.Context, repository string, rev Revision, cl
 		}
 	}
 	key := IndexKey(repository, rev.Digest, opts.LayerMediaType)
-	if a, ok := indexed(store, key); ok {
-		return a, nil
-	}
-	return f.flight.Do(ctx, key, func(ctx context.Context) (artifact.Artifact, error) {
-		if a, ok := indexed(store, key); ok {
-			return a, nil
-		}
-		if f.Timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, f.Timeout)
-			defer cancel()
-		}
+	return source.FetchOnce(ctx, &f.flight, store, key, f.Timeout, func(ctx context.Context) (artifact.Artifact, error) {
 		return f.pull(ctx, repository, rev, client, opts, store, key)
 	})
 }
@@ -166,12 +155,4 @@ func pullError(err error, repository string, rev Revision) error {
 		return fmt.Errorf("artifact %s: %w", RefString(repository, rev), err)
 	}
 	return classify(err, repository, Ref{Digest: rev.Digest})
-}
-
-func indexed(store *artifact.Store, key string) (artifact.Artifact, bool) {
-	digest, ok := store.Lookup(key)
-	if !ok {
-		return artifact.Artifact{}, false
-	}
-	return store.Get(digest)
 }
