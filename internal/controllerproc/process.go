@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/internal/daemon"
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
@@ -215,14 +215,14 @@ func containsAll(s string, subs []string) bool {
 	return true
 }
 
-// FreeAddr returns a 127.0.0.1 address with a port that was free just now.
+// FreeAddr returns a 127.0.0.1 address with a port that was free just now
+// (daemon.FreePort says why it is not the kernel's ":0" choice).
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := daemon.FreePort()
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "127.0.0.1:" + strconv.Itoa(port), nil
 }
 
 // TailFile returns the last n lines of a file, for error messages.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -127,9 +128,28 @@ func TestWaitHTTPTimeout(t *testing.T) {
 	}
 }
 
+// TestFreePort: the ports are bindable, below the ephemeral range (where
+// ":0" listeners and outgoing connections of other processes cannot take
+// them) and never handed out twice.
 func TestFreePort(t *testing.T) {
-	port, err := FreePort()
-	if err != nil || port <= 0 {
-		t.Fatalf("FreePort: %d, %v", port, err)
+	lo, hi := pickRange()
+	seen := map[int]bool{}
+	for range 500 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatalf("FreePort: %v", err)
+		}
+		if port < lo || port >= hi {
+			t.Errorf("FreePort = %d; want it in [%d, %d)", port, lo, hi)
+		}
+		if seen[port] {
+			t.Errorf("FreePort handed out %d twice", port)
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatalf("port %d from FreePort is not free: %v", port, err)
+		}
+		l.Close()
 	}
 }
