@@ -14,6 +14,11 @@ const (
 	// reconcile.fluxcd.io/requestedAt (meta.ReconcileRequestAnnotation) is honoured too.
 	ReconcileRequestAnnotation = "stackpilot.dev/requestedAt"
 
+	// DriftCheckRequestPrefix starts a reconcile-now value that asks for a
+	// drift check now ("drift-2026-12-01T10:00:00Z"): `stackpilot drift check`
+	// writes one.
+	DriftCheckRequestPrefix = "drift-"
+
 	// MaxHistory is how many operations status.history keeps, newest first.
 	MaxHistory = 10
 
@@ -67,6 +72,13 @@ const (
 	// writing them failed (the up itself is applied; the publish is retried
 	// from the stack's state, with its own backoff). Absent without spec.outputs.
 	OutputsPublishedCondition = "OutputsPublished"
+
+	// DriftedCondition is True when the last drift check found resources that
+	// differ from what the last apply left (ignored properties left out),
+	// False after a clean check or a successful remediation, Unknown when the
+	// check failed. It does not change Ready: a drifted Stack is still Ready,
+	// unless it remediates and the remediation failed.
+	DriftedCondition = "Drifted"
 )
 
 // Condition reasons.
@@ -174,6 +186,19 @@ const (
 	// (status.appliedStack). The Stack is Stalled until the state is moved or
 	// the change is reverted.
 	StackChangedReason = "StackChanged"
+
+	// DriftDetectedReason: the last drift check found drift (Drifted=True).
+	DriftDetectedReason = "DriftDetected"
+
+	// NoDriftReason: the last drift check found none (Drifted=False).
+	NoDriftReason = "NoDrift"
+
+	// RemediatedReason: a remediate put the program's values back (Drifted=False).
+	RemediatedReason = "Remediated"
+
+	// DriftCheckFailedReason: the last drift check could not run to the end
+	// (Drifted=Unknown); it is retried after spec.retryInterval.
+	DriftCheckFailedReason = "DriftCheckFailed"
 
 	// DestroyFailedReason: destroying the stack on deletion failed; the finalizer
 	// stays until it succeeds.

@@ -73,3 +73,30 @@ func (in *StackStatus) PushHistory(rec OperationRecord) {
 	h = append(h, in.History[:n-1]...)
 	in.History = h
 }
+
+// DefaultDriftInterval is spec.driftDetection.interval when it is not set.
+const DefaultDriftInterval = time.Hour
+
+// GetDriftMode is spec.driftDetection.mode, Detect when not set.
+func (in *Stack) GetDriftMode() DriftMode {
+	if d := in.Spec.DriftDetection; d != nil && d.Mode != "" {
+		return d.Mode
+	}
+	return DriftDetect
+}
+
+// GetDriftInterval is spec.driftDetection.interval, an hour when not set.
+func (in *Stack) GetDriftInterval() time.Duration {
+	if d := in.Spec.DriftDetection; d != nil && d.Interval != nil && d.Interval.Duration > 0 {
+		return d.Interval.Duration
+	}
+	return DefaultDriftInterval
+}
+
+// GetDriftIgnore is spec.driftDetection.ignore.
+func (in *Stack) GetDriftIgnore() []DriftIgnoreRule {
+	if d := in.Spec.DriftDetection; d != nil {
+		return d.Ignore
+	}
+	return nil
+}

@@ -132,6 +132,13 @@ type StackSpec struct {
 	// Stack's namespace, for other tools to consume.
 	// +optional
 	Outputs *OutputsTarget `json:"outputs,omitempty"`
+
+	// DriftDetection checks, on a schedule, whether the stack's resources
+	// still match what the last apply left, and reports (Detect) or repairs
+	// (Remediate) what changed outside the program.
+	// +kubebuilder:default={"mode":"Detect","interval":"1h"}
+	// +optional
+	DriftDetection *DriftDetection `json:"driftDetection,omitempty"`
 }
 
 // StackSource says where the Pulumi program comes from. Exactly one source kind
@@ -454,7 +461,7 @@ type StackStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Reconciling, Stalled, OutputsPublished.
+	// Conditions: Ready, Reconciling, Stalled, OutputsPublished, Drifted.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -554,6 +561,10 @@ type StackStatus struct {
 	// +optional
 	LastOutputsPublishAttempt *metav1.Time `json:"lastOutputsPublishAttempt,omitempty"`
 
+	// Drift is what the last drift check found, and when the next is due.
+	// +optional
+	Drift *DriftStatus `json:"drift,omitempty"`
+
 	// History lists the last operations, newest first, at most MaxHistory (10).
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
@@ -585,7 +596,7 @@ type ArtifactReference struct {
 }
 
 // OperationType names a Pulumi operation.
-// +kubebuilder:validation:Enum=preview;up;refresh;destroy;drift-check
+// +kubebuilder:validation:Enum=preview;up;refresh;destroy;drift-check;remediate
 type OperationType string
 
 const (
@@ -594,6 +605,9 @@ const (
 	OperationRefresh    OperationType = "refresh"
 	OperationDestroy    OperationType = "destroy"
 	OperationDriftCheck OperationType = "drift-check"
+	// OperationRemediate is `pulumi up --refresh` at the last applied
+	// revision and inputs, after a drift check found drift.
+	OperationRemediate OperationType = "remediate"
 )
 
 // OperationOutcome is how an operation ended, or "running".
@@ -654,6 +668,13 @@ type OperationRecord struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// Resources are the URNs of the resources a remediate restored (or a
+	// drift check found drifted), at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +optional
+	Resources []string `json:"resources,omitempty"`
 
 	// Host is the host name of the controller that ran the operation (in a Pod,
 	// the Pod's name; with host networking, the node's). A lock the operation
