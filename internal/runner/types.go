@@ -78,6 +78,10 @@ type Spec struct {
 	// any other lock fails the operation with ErrorLocked, naming it.
 	StaleLock *StaleLock `json:"staleLock,omitempty"`
 
+	// IgnoreChanges maps a resource URN to property paths an up or preview
+	// must leave as they are (added to the program's ignoreChanges).
+	IgnoreChanges map[string][]string `json:"ignoreChanges,omitempty"`
+
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
 }
@@ -183,6 +187,9 @@ type ResourceChange struct {
 	Op string `json:"op"`
 	// Properties names the changed top-level properties (names only, never values).
 	Properties []string `json:"properties,omitempty"`
+	// Paths are the full property paths of the step's detailed diff
+	// ("data.a", `metadata.annotations["x/y"]`): names only, never values.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Output is one stack output. Secret values are carried so the controller can write
