@@ -46,9 +46,9 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		// A drift check request is not a request to retry a failed up.
 		Requested:            isRequested(stack) && !driftRequested(stack),
 		LastAttemptRemediate: lastAttemptType(stack) == v1alpha1.OperationRemediate,
-		Now:                        time.Now(),
-		RetryInterval:              stack.GetRetryInterval(),
-		Interval:                   stack.GetRequeueAfter(),
+		Now:                  time.Now(),
+		RetryInterval:        stack.GetRetryInterval(),
+		Interval:             stack.GetRequeueAfter(),
 	}
 	st.decision = decide(in)
 	switch st.decision.Action {

@@ -200,10 +200,10 @@ func (r *StackReconciler) reportDrift(ctx context.Context, st *reconcileState, f
 	}
 
 	stack.Status.Drift = &v1alpha1.DriftStatus{
-		CheckedAt:   &now,
-		Revision:    stack.Status.LastAppliedRevision,
-		Total:       int64(len(f.Drifted)),
-		Resources:   resources,
+		CheckedAt: &now,
+		Revision:  stack.Status.LastAppliedRevision,
+		Total:     int64(len(f.Drifted)),
+		Resources: resources,
 	}
 	r.scheduleDrift(ctx, stack, now.Time, true)
 
