@@ -63,12 +63,23 @@ func TestDriftChecksSpread(t *testing.T) {
 	start := time.Now()
 
 	seen := map[string]scheduledCheck{}
+	last := map[string]*v1alpha1.Stack{}
+	defer func() {
+		if t.Failed() {
+			for _, key := range keys {
+				if s := last[key.Name]; s != nil {
+					t.Logf("%s: Ready %s; Drifted %s; drift %+v; history %+v", key.Name, readyMessage(s), driftedMessage(s), s.Status.Drift, s.Status.History)
+				}
+			}
+		}
+	}()
 	g.Eventually(func(g Gomega) {
 		for _, key := range keys {
 			if _, ok := seen[key.Name]; ok {
 				continue
 			}
 			s := getStack(g, key)
+			last[key.Name] = s
 			d := s.Status.Drift
 			if d == nil || d.CheckedAt == nil {
 				continue
