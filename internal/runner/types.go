@@ -183,6 +183,10 @@ type ResourceChange struct {
 	Op string `json:"op"`
 	// Properties names the changed top-level properties (names only, never values).
 	Properties []string `json:"properties,omitempty"`
+	// Paths are the changed property paths in Pulumi's syntax ("data.key",
+	// `metadata.annotations["x/y"]`), sorted: the keys of the engine's detailed
+	// diff, or the top-level names when it sent none. Paths only, never values.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Output is one stack output. Secret values are carried so the controller can write
