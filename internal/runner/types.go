@@ -60,6 +60,15 @@ type Spec struct {
 	Refresh bool     `json:"refresh,omitempty"` // refresh before up/preview
 	Targets []string `json:"targets,omitempty"` // URNs to limit the operation to
 
+	// IgnoreChanges maps URNs to Pulumi property paths ("data.key",
+	// `metadata.annotations["x/y"]`) an up or preview must leave as they are in
+	// the world (drift that is meant to happen). In a Pulumi YAML program they
+	// are added to the resources' options.ignoreChanges in the work dir's copy;
+	// a URN that cannot be handled so (another runtime, a resource the YAML does
+	// not declare literally) is left out of the run (`--exclude`) and listed in
+	// Result.Excluded. Ignored for other operation types.
+	IgnoreChanges map[string][]string `json:"ignoreChanges,omitempty"`
+
 	// Claim is who owns the Pulumi stack, "<namespace>/<name>" of the Stack. When
 	// set, the runner reads the stack tag stackpilot:owner before anything else
 	// touches the stack (config, locks, the engine): absent, it is set to Claim;
@@ -164,6 +173,9 @@ type Result struct {
 	// PulumiProcesses counts the pulumi CLI processes the operation started
 	// (1 in the steady state; 2 when it created the stack).
 	PulumiProcesses int `json:"pulumiProcesses,omitempty"`
+	// Excluded are the URNs of Spec.IgnoreChanges the run left out entirely
+	// (`--exclude`) because their paths could not be ignored one by one; sorted.
+	Excluded []string `json:"excluded,omitempty"`
 }
 
 // ChangeCounts counts resources by the step the engine took.
