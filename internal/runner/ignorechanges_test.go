@@ -91,7 +91,7 @@ func TestApplyIgnoreChanges(t *testing.T) {
 		want:     map[string][]string{"cm": {"data.b"}, "named": {"data.z", "data.a"}},
 		excluded: []string{"urn:pulumi:dev::web::kubernetes:core/v1:ConfigMap::named", ignSecret, ignChild},
 	}, {
-		name:     "non-yaml runtime",
+		name: "non-yaml runtime",
 		// Resources that would match, were it a YAML program: the runtime decides.
 		files:    map[string]string{"Pulumi.yaml": strings.Replace(ignProgram, "runtime: yaml", "runtime: go", 1)},
 		ignore:   map[string][]string{ignCM: {"data.a"}, ignNamed: {"data.b"}},
