@@ -26,15 +26,15 @@ func (r *StackReconciler) checkDrift(ctx context.Context, st *reconcileState) (s
 	case ActionUp:
 		return stepContinue, nil
 	case ActionRemediate:
-		if err := r.runDrift(ctx, st, true); err != nil {
-			return stepDone, err
+		// No check first: the failed remediate's refresh wrote the real
+		// state into the stack, so a check would find nothing while the
+		// program's values are still not back. The last check's findings
+		// (status.drift) say what to leave alone.
+		art, err := r.appliedArtifact(ctx, st.stack)
+		if err != nil {
+			return stepDone, transient(v1alpha1.ArtifactFailedReason, fmt.Errorf("the program of the last applied revision %s: %w", st.stack.Status.LastAppliedRevision, err))
 		}
-		if st.result == nil && st.stack.Status.Failures > 0 {
-			// The drift went away before the retry: nothing is failing now.
-			st.stack.Status.Failures = 0
-			conditions.MarkTrue(st.stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(st.stack))
-		}
-		return stepDone, nil
+		return stepDone, r.remediate(ctx, st, art, driftFilter{Ignored: ignoredFromStatus(st.stack)})
 	}
 	if err := r.driftIfDue(ctx, st, true); err != nil {
 		return stepDone, err
@@ -204,6 +204,7 @@ func (r *StackReconciler) reportDrift(ctx context.Context, st *reconcileState, f
 		Revision:  stack.Status.LastAppliedRevision,
 		Total:     int64(len(f.Drifted)),
 		Resources: resources,
+		Ignored:   boundDrift(f.IgnoredResources),
 	}
 	r.scheduleDrift(ctx, stack, now.Time, true)
 
@@ -273,6 +274,10 @@ func (r *StackReconciler) remediate(ctx context.Context, st *reconcileState, art
 	revision := stack.Status.LastAppliedRevision
 	res, err := r.operateWith(ctx, st, runner.OpUp, art, revision, opOptions{
 		record: v1alpha1.OperationRemediate, refresh: true, ignoreChanges: f.Ignored,
+		// Putting the program's values back means taking back the fields
+		// that whoever changed them now owns (a kubectl edit is their field
+		// manager): Server-Side Apply with force, for this operation only.
+		env: map[string]string{"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"},
 	})
 	if err != nil {
 		return err // Ready=False with Pulumi's diagnostic, backoff (decide: ActionRemediate)
@@ -295,7 +300,9 @@ func (r *StackReconciler) remediate(ctx context.Context, st *reconcileState, art
 	if len(res.Excluded) > 0 {
 		msg += fmt.Sprintf("; left alone (ignored, and not expressible as ignoreChanges in this program): %s", strings.Join(res.Excluded[:min(len(res.Excluded), 5)], ", "))
 	}
-	stack.Status.Drift.Resources, stack.Status.Drift.Total = nil, 0
+	if stack.Status.Drift != nil {
+		stack.Status.Drift.Resources, stack.Status.Drift.Total = nil, 0
+	}
 	stackDrifted.WithLabelValues(stack.Namespace, stack.Name).Set(0)
 	conditions.MarkFalse(stack, v1alpha1.DriftedCondition, v1alpha1.RemediatedReason, "%s at revision %s", msg, revision)
 	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
