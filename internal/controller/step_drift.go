@@ -54,7 +54,10 @@ func (r *StackReconciler) driftIfDue(ctx context.Context, st *reconcileState, ma
 	mode := stack.GetDriftMode()
 	manual := driftRequested(stack)
 	if mode == v1alpha1.DriftDisabled && !manual {
-		forgetDrift(stack)
+		// No schedule; the report of the last (manual) check stays.
+		if stack.Status.Drift != nil {
+			stack.Status.Drift.NextCheckAt = nil
+		}
 		return nil
 	}
 	if stack.Status.LastAppliedArtifact == nil {
@@ -310,11 +313,17 @@ func (r *StackReconciler) remediate(ctx context.Context, st *reconcileState, art
 	return nil
 }
 
-// forgetDrift removes what drift detection wrote, when it is disabled.
-func forgetDrift(stack *v1alpha1.Stack) {
-	stack.Status.Drift = nil
-	conditions.Delete(stack, v1alpha1.DriftedCondition)
-	stackDrifted.DeleteLabelValues(stack.Namespace, stack.Name)
+// checkDriftAfterUp runs the drift check a person asked for when an up went
+// first in the same reconcile: the request is handled at the end of this
+// reconcile, and must not be handled without its check.
+func (r *StackReconciler) checkDriftAfterUp(ctx context.Context, st *reconcileState) (stepResult, error) {
+	if st.decision.Action != ActionUp || st.result == nil || !driftRequested(st.stack) {
+		return stepContinue, nil
+	}
+	if err := r.runDrift(ctx, st, st.stack.GetDriftMode() == v1alpha1.DriftRemediate); err != nil {
+		return stepDone, err
+	}
+	return stepContinue, nil
 }
 
 func sameDrift(a, b []v1alpha1.DriftedResource) bool {
