@@ -129,39 +129,36 @@ func requestDriftCheck(ctx context.Context, cl client.Client, s *v1alpha1.Stack,
 var errTimeout = errors.New("timed out")
 
 // waitHandled reads the Stack until status.lastHandledReconcileAt is value.
+// The reads use ctx, not the deadline: a read cut short by it would end
+// with the client's error instead of saying what to look at.
 func waitHandled(ctx context.Context, g *stackGetter, name, value string, timeout time.Duration) (*v1alpha1.Stack, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	tick := time.NewTicker(driftPollInterval)
 	defer tick.Stop()
-	var last *v1alpha1.Stack
 	for {
 		s, err := g.get(ctx, name)
-		switch {
-		case err == nil:
-			last = s
-			if s.Status.LastHandledReconcileAt == value {
-				return s, nil
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("interrupted before the controller handled %s", value)
 			}
-		case ctx.Err() == nil:
 			return nil, err
+		}
+		if s.Status.LastHandledReconcileAt == value {
+			return s, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, waitTimeout(ctx, last, value, timeout)
+			return nil, fmt.Errorf("interrupted before the controller handled %s", value)
+		case <-deadline.C:
+			return nil, waitTimeout(s, value, timeout)
 		case <-tick.C:
 		}
 	}
 }
 
 // waitTimeout says why nothing came back, from what the Stack last showed.
-func waitTimeout(ctx context.Context, s *v1alpha1.Stack, value string, timeout time.Duration) error {
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("interrupted before the controller handled %s", value)
-	}
-	if s == nil {
-		return fmt.Errorf("%w after %s reading the Stack", errTimeout, timeout)
-	}
+func waitTimeout(s *v1alpha1.Stack, value string, timeout time.Duration) error {
 	why := fmt.Sprintf("is stackpilot-controller running and watching namespace %s? (status.lastHandledReconcileAt is %q)",
 		s.Namespace, s.Status.LastHandledReconcileAt)
 	if op := s.Status.CurrentOperation; op != nil {

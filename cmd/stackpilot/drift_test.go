@@ -245,3 +245,17 @@ func TestDriftHelp(t *testing.T) {
 		t.Errorf("the root help lists no drift:\n%s", stdout)
 	}
 }
+
+// TestDriftReportDrifted is what decides exit 3: Drifted=True only.
+func TestDriftReportDrifted(t *testing.T) {
+	for status, want := range map[metav1.ConditionStatus]bool{metav1.ConditionTrue: true, metav1.ConditionFalse: false, metav1.ConditionUnknown: false} {
+		s := driftedStack()
+		s.Status.Conditions[0].Status = status
+		if got := newDriftReport(s).drifted(); got != want {
+			t.Errorf("Drifted=%s: drifted() = %v, want %v", status, got, want)
+		}
+	}
+	if newDriftReport(&v1alpha1.Stack{}).drifted() {
+		t.Error("no condition: drifted() = true")
+	}
+}
