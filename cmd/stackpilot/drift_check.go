@@ -102,7 +102,12 @@ func (c *cli) driftCheck(ctx context.Context, g *stackGetter, name, format strin
 		return err
 	}
 	if r.drifted() {
-		return &exitError{code: exitDrifted, msg: fmt.Sprintf("Stack %s/%s drifted: %d resource(s)", s.Namespace, s.Name, r.Total)}
+		msg := fmt.Sprintf("Stack %s/%s drifted: %d resource(s)", s.Namespace, s.Name, r.Total)
+		if ready := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionFalse {
+			// In mode Remediate: the remediate failed.
+			msg += fmt.Sprintf("; Ready is False (%s): %s", ready.Reason, ready.Message)
+		}
+		return &exitError{code: exitDrifted, msg: msg}
 	}
 	return nil
 }
@@ -182,7 +187,10 @@ func checkRan(s *v1alpha1.Stack, r driftReport, before *metav1.Time) error {
 			s.Namespace, s.Name, s.Name, s.Namespace)
 	}
 	why := "see `kubectl describe stack " + s.Name + " -n " + s.Namespace + "`"
-	if ready := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ReadyCondition); ready != nil && ready.Status != metav1.ConditionTrue {
+	if h := s.Status.History; len(h) > 0 && h[0].Type != v1alpha1.OperationDriftCheck && h[0].Type != v1alpha1.OperationRemediate {
+		// A new revision or new inputs go before a check.
+		why = fmt.Sprintf("the controller ran %s %s first (a change to apply goes before a check); run the check again", h[0].Type, h[0].ID)
+	} else if ready := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ReadyCondition); ready != nil && ready.Status != metav1.ConditionTrue {
 		why = fmt.Sprintf("Ready is %s (%s): %s", ready.Status, ready.Reason, ready.Message)
 	}
 	return fmt.Errorf("the controller handled the request but no drift check finished (status.drift.checkedAt did not change); %s", why)

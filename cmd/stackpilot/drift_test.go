@@ -163,6 +163,10 @@ func TestDriftCheckRan(t *testing.T) {
 			s.Status.Drift.CheckedAt = before
 			s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: "ProgramError", Message: "up failed"})
 		}, before, "Ready is False (ProgramError): up failed"},
+		{"an up went first", func(s *v1alpha1.Stack) {
+			s.Status.Drift.CheckedAt = before
+			s.Status.History = []v1alpha1.OperationRecord{{ID: "up-1", Type: v1alpha1.OperationUp}}
+		}, before, "the controller ran up up-1 first (a change to apply goes before a check); run the check again"},
 	} {
 		s := driftedStack()
 		tc.mutate(s)
