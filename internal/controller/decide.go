@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"time"
 )
 
@@ -17,6 +18,10 @@ const (
 	ActionUp Action = "up"
 	// ActionWait: the last attempt at these very inputs failed and its retry is not due.
 	ActionWait Action = "wait"
+	// ActionRemediate: the failed attempt being retried was a remediate (a
+	// drift repair at the applied program and inputs): check again, and
+	// remediate what still drifted.
+	ActionRemediate Action = "remediate"
 )
 
 // decideInput is everything decide looks at. It is a plain struct so that the
@@ -36,6 +41,8 @@ type decideInput struct {
 
 	Interrupted bool // an operation of ours was found unfinished (and counted in Failures)
 	Requested   bool // a person asked for a reconcile now (annotation changed)
+	// LastAttemptRemediate: the newest finished attempt was a remediate.
+	LastAttemptRemediate bool
 
 	Now           time.Time
 	RetryInterval time.Duration
@@ -61,7 +68,21 @@ type decision struct {
 // new revision with the same program, and runs nothing (ActionSkip, once; the
 // revision is then the applied one). While an attempt is failing, such a
 // commit changes nothing either: the retry keeps its backoff.
+//
+// A failed remediate is retried the same way, as a remediate: its program and
+// inputs are the applied ones, so an up would change nothing, while the drift
+// it failed to repair is still there.
 func decide(in decideInput) decision {
+	d := decideApply(in)
+	if d.Action == ActionUp && in.LastAttemptRemediate &&
+		in.ProgramDigest == in.LastAppliedProgramDigest && in.InputsDigest == in.LastAppliedInputsDigest {
+		d.Action = ActionRemediate
+		d.Why = strings.Replace(d.Why, "operation", "remediate", 1)
+	}
+	return d
+}
+
+func decideApply(in decideInput) decision {
 	switch {
 	case in.Interrupted && in.Failures <= 1:
 		return decision{Action: ActionUp, Why: "the previous operation was interrupted"}

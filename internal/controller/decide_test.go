@@ -30,6 +30,20 @@ func TestDecide(t *testing.T) {
 		after  time.Duration
 	}{
 		{name: "nothing changed runs nothing", base: applied, want: ActionNone},
+		// A failed remediate (at the applied program and inputs) is retried
+		// as a remediate, with the backoff of any failure.
+		{name: "failed remediate, retry due: remediate", base: applied, mutate: func(in *decideInput) {
+			in.Failures, in.LastAttemptRemediate, in.LastAttemptFinished = 1, true, now.Add(-2*time.Minute)
+		}, want: ActionRemediate},
+		{name: "failed remediate, retry not due: wait", base: applied, mutate: func(in *decideInput) {
+			in.Failures, in.LastAttemptRemediate, in.LastAttemptFinished = 2, true, now.Add(-time.Minute)
+		}, want: ActionWait, after: time.Minute},
+		{name: "interrupted remediate runs again as a remediate", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.LastAttemptRemediate = true, 1, true
+		}, want: ActionRemediate},
+		{name: "failed remediate, then new inputs: up", base: applied, mutate: func(in *decideInput) {
+			in.Failures, in.LastAttemptRemediate, in.InputsDigest = 1, true, "sha256:3"
+		}, want: ActionUp},
 		{name: "first apply", base: decideInput{Revision: "main@sha1:a", ProgramDigest: "sha256:p1", InputsDigest: "sha256:1", Now: now}, want: ActionUp},
 		{name: "new revision, same program: skipped", base: applied, mutate: func(in *decideInput) { in.Revision = "main@sha1:c" }, want: ActionSkip},
 		{name: "new revision, program changed", base: applied, mutate: func(in *decideInput) {

@@ -26,3 +26,20 @@ var (
 func init() {
 	metrics.Registry.MustRegister(operationsTotal, operationSeconds, upsSkipped)
 }
+
+// Drift metrics. stackpilot_stack_drifted is per Stack (namespace and name
+// only); the checks are counted by outcome: drifted, clean or failed.
+var (
+	stackDrifted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "stackpilot_stack_drifted",
+		Help: "1 when the Stack's last drift check found drift (ignored properties left out), 0 when it found none.",
+	}, []string{"namespace", "name"})
+	driftChecksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stackpilot_drift_checks_total",
+		Help: "Drift checks run, by outcome: drifted, clean or failed.",
+	}, []string{"outcome"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(stackDrifted, driftChecksTotal)
+}

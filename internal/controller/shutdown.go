@@ -60,7 +60,7 @@ func cancelledByShutdown(ctx context.Context, res *runner.Result) bool {
 // cancelled on shutdown. decide runs the first such operation again at once.
 func lastInterrupted(stack *v1alpha1.Stack) bool {
 	for _, h := range stack.Status.History {
-		if h.FinishedAt != nil {
+		if h.FinishedAt != nil && h.Type != v1alpha1.OperationDriftCheck {
 			return h.Reason == v1alpha1.InterruptedReason
 		}
 	}

@@ -140,6 +140,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.resolveInputs,
 		r.resolveProgram,
 		r.decide,
+		r.checkDrift,
 		r.restoreOutputs,
 		r.fetchArtifact,
 		r.runUp,

@@ -43,10 +43,12 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		Failures:                   stack.Status.Failures,
 		LastAttemptFinished:        lastAttemptFinished(stack),
 		Interrupted:                st.recovered != nil || lastInterrupted(stack),
-		Requested:                  isRequested(stack),
-		Now:                        time.Now(),
-		RetryInterval:              stack.GetRetryInterval(),
-		Interval:                   stack.GetRequeueAfter(),
+		// A drift check request is not a request to retry a failed up.
+		Requested:            isRequested(stack) && !driftRequested(stack),
+		LastAttemptRemediate: lastAttemptType(stack) == v1alpha1.OperationRemediate,
+		Now:                  time.Now(),
+		RetryInterval:        stack.GetRetryInterval(),
+		Interval:             stack.GetRequeueAfter(),
 	}
 	st.decision = decide(in)
 	switch st.decision.Action {
@@ -58,6 +60,8 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 			return stepDone, err
 		}
 		return stepContinue, nil // as for ActionNone
+	case ActionRemediate:
+		return stepContinue, nil // checkDrift
 	case ActionWait:
 		reason, msg := v1alpha1.OperationFailedReason, "the last operation failed"
 		if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Status != "True" {
@@ -67,17 +71,34 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 			// Still another Stack's as far as we know: stay Stalled, not waiting.
 			return stepDone, &StallingError{Reason: reason, Err: errors.New(msg)}
 		}
+		// Checks go on while a newer change waits for its retry: they look at
+		// the applied revision. Remediating waits for the retry.
+		if err := r.driftIfDue(ctx, st, false); err != nil {
+			return stepDone, err
+		}
 		return stepDone, &WaitingError{Reason: reason, Err: errors.New(msg), RequeueAfter: st.decision.RequeueAfter}
 	}
 	return stepContinue, nil
 }
 
-// lastAttemptFinished is when the newest finished operation ended.
+// lastAttemptFinished is when the newest finished attempt (an operation
+// other than a drift check) ended.
 func lastAttemptFinished(stack *v1alpha1.Stack) time.Time {
 	for _, h := range stack.Status.History {
-		if h.FinishedAt != nil {
+		if h.FinishedAt != nil && h.Type != v1alpha1.OperationDriftCheck {
 			return h.FinishedAt.Time
 		}
 	}
 	return time.Time{}
+}
+
+// lastAttemptType is the type of the newest finished attempt (drift checks
+// and skips left out).
+func lastAttemptType(stack *v1alpha1.Stack) v1alpha1.OperationType {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt != nil && h.Type != v1alpha1.OperationDriftCheck && h.Outcome != v1alpha1.OutcomeSkipped {
+			return h.Type
+		}
+	}
+	return ""
 }

@@ -36,19 +36,47 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
 	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", st.revision)
+	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
+		r.scheduleDrift(ctx, stack, time.Now(), false) // the first check's time is in status at once
+	}
 	return stepContinue, nil
 }
 
 // operate runs one operation through the executor: it records the operation as
 // running in status first (so a crash leaves a trace), then the result.
 func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ runner.OperationType, art artifact.Artifact, revision string) (*runner.Result, error) {
+	return r.operateWith(ctx, st, typ, art, revision, opOptions{})
+}
+
+// opOptions are what an operation adds to the Stack's spec.
+type opOptions struct {
+	// record is the type in the history when it is not the runner's (a
+	// remediate is a runner up).
+	record v1alpha1.OperationType
+	// refresh refreshes first, whatever spec.refresh says.
+	refresh bool
+	// ignoreChanges are the property paths, per URN, the operation leaves as
+	// they are (runner.Spec.IgnoreChanges).
+	ignoreChanges map[string][]string
+}
+
+func (o opOptions) recordType(typ runner.OperationType) v1alpha1.OperationType {
+	if o.record != "" {
+		return o.record
+	}
+	return v1alpha1.OperationType(typ)
+}
+
+// operateWith is operate with options.
+func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, typ runner.OperationType, art artifact.Artifact, revision string, opts opOptions) (*runner.Result, error) {
 	if err := startAllowed(ctx); err != nil {
 		return nil, err
 	}
 	stack := st.stack
+	recType := opts.recordType(typ)
 	rec := v1alpha1.OperationRecord{
-		ID:        newOperationID(typ),
-		Type:      v1alpha1.OperationType(typ),
+		ID:        newOperationID(runner.OperationType(recType)),
+		Type:      recType,
 		Revision:  revision,
 		StartedAt: metav1.Now(),
 		Outcome:   v1alpha1.OutcomeRunning,
@@ -71,8 +99,8 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 		// needs this program even if no up ever succeeds.
 		stack.Status.LastAttemptedArtifact = &v1alpha1.ArtifactReference{Revision: revision, Digest: art.Digest}
 	}
-	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running %s %s of revision %s", typ, rec.ID, revision)
-	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Running %s of revision %s", typ, revision)
+	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running %s %s of revision %s", recType, rec.ID, revision)
+	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Running %s of revision %s", recType, revision)
 	if err := st.patcher.Patch(ctx, stack); err != nil {
 		return nil, transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of %s: %w", typ, err))
 	}
@@ -80,12 +108,38 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	// The final record is remembered: until the status patch that carries it
 	// reaches the cache, a reconcile may still see this operation running.
 	defer func() { r.inflight.end(stack.UID, rec) }()
-	r.recordf(stack, corev1.EventTypeNormal, "OperationStarted", string(typ), "%s %s of revision %s started", typ, rec.ID, revision)
+	r.recordf(stack, corev1.EventTypeNormal, "OperationStarted", string(recType), "%s %s of revision %s started", recType, rec.ID, revision)
 
-	res := r.execute(ctx, st, rec.ID, typ, art)
-	operationsTotal.WithLabelValues(string(typ), string(res.Outcome)).Inc()
-	operationSeconds.WithLabelValues(string(typ)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
+	res := r.execute(ctx, st, rec.ID, typ, art, opts)
+	operationsTotal.WithLabelValues(string(recType), string(res.Outcome)).Inc()
+	operationSeconds.WithLabelValues(string(recType)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
+	finishRecord(ctx, st, &rec, res)
 
+	if res.Outcome == runner.OutcomeSucceeded {
+		stack.Status.Failures = 0
+		r.recordf(stack, corev1.EventTypeNormal, "OperationSucceeded", string(recType), "%s %s of revision %s succeeded: %s", recType, rec.ID, revision, summaryLine(res))
+		return res, nil
+	}
+	if res.ErrorClass == runner.ErrorClaimed {
+		// Retrying cannot help: the stack is another Stack's until a person
+		// changes this Stack or releases the other's claim.
+		// (summarize records the Stalled event.)
+		return nil, claimedError(stack, st.inputs, res.ClaimedBy)
+	}
+	if typ != runner.OpDestroy {
+		stack.Status.Failures++
+		st.requeueAfter = backoff(stack.Status.Failures, stack.GetRetryInterval(), stack.GetRequeueAfter())
+	}
+	reason := failureReason(res.ErrorClass)
+	msg := fmt.Sprintf("%s %s of revision %s failed: %s", recType, rec.ID, revision, rec.Message)
+	r.event(stack, corev1.EventTypeWarning, reason, string(recType), msg)
+	return nil, transient(reason, fmt.Errorf("%s", msg))
+}
+
+// finishRecord completes rec from the operation's result and puts it in the
+// history in place of its running entry; status.currentOperation is cleared.
+func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.OperationRecord, res *runner.Result) {
+	stack := st.stack
 	finished := metav1.NewTime(res.FinishedAt)
 	if res.FinishedAt.IsZero() {
 		finished = metav1.Now()
@@ -114,33 +168,13 @@ func (r *StackReconciler) operate(ctx context.Context, st *reconcileState, typ r
 	default:
 		rec.Reason = failureReason(res.ErrorClass)
 	}
-	replaceHistory(stack, rec)
+	replaceHistory(stack, *rec)
 	stack.Status.CurrentOperation = nil
-
-	if res.Outcome == runner.OutcomeSucceeded {
-		stack.Status.Failures = 0
-		r.recordf(stack, corev1.EventTypeNormal, "OperationSucceeded", string(typ), "%s %s of revision %s succeeded: %s", typ, rec.ID, revision, summaryLine(res))
-		return res, nil
-	}
-	if res.ErrorClass == runner.ErrorClaimed {
-		// Retrying cannot help: the stack is another Stack's until a person
-		// changes this Stack or releases the other's claim.
-		// (summarize records the Stalled event.)
-		return nil, claimedError(stack, st.inputs, res.ClaimedBy)
-	}
-	if typ != runner.OpDestroy {
-		stack.Status.Failures++
-		st.requeueAfter = backoff(stack.Status.Failures, stack.GetRetryInterval(), stack.GetRequeueAfter())
-	}
-	reason := failureReason(res.ErrorClass)
-	msg := fmt.Sprintf("%s %s of revision %s failed: %s", typ, rec.ID, revision, rec.Message)
-	r.event(stack, corev1.EventTypeWarning, reason, string(typ), msg)
-	return nil, transient(reason, fmt.Errorf("%s", msg))
 }
 
 // execute prepares the program's work tree and runs the operation. It
 // always returns a result: an executor failure becomes an internal failure.
-func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact) *runner.Result {
+func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact, opts opOptions) *runner.Result {
 	st.operationStarted = true // its start is in status: its end must land (statusContext)
 	started := time.Now()
 	fail := func(class runner.ErrorClass, err error) *runner.Result {
@@ -174,7 +208,8 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		PulumiCommand: r.PulumiCommand,
 		Config:        st.inputs.Config,
 		Env:           env,
-		Refresh:       st.stack.Spec.Refresh,
+		Refresh:       st.stack.Spec.Refresh || opts.refresh,
+		IgnoreChanges: opts.ignoreChanges,
 		Targets:       st.stack.Spec.Targets,
 		Claim:         claimOf(st.stack),
 		ClaimHeld:     claimHeld(st.stack, st.inputs),

@@ -126,6 +126,14 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 	}
 	replaceHistory(stack, rec)
 	stack.Status.CurrentOperation = nil
+	if rec.Type == v1alpha1.OperationDriftCheck {
+		// A check changes nothing: it is not a failed attempt, and Ready,
+		// which is about the last apply, stays. Its slot has passed, so the
+		// next check runs at once.
+		rec.Message = "the controller stopped before the drift check finished; it runs again"
+		replaceHistory(stack, rec)
+		return stepContinue, nil
+	}
 	if rec.Type != v1alpha1.OperationDestroy {
 		stack.Status.Failures++
 	}

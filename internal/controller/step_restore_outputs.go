@@ -79,7 +79,7 @@ func (r *StackReconciler) republish(ctx context.Context, st *reconcileState, why
 	if err != nil {
 		return stepDone, r.publishFailed(st, transient(v1alpha1.PublishFailedReason, fmt.Errorf("%s: %w", why, err)))
 	}
-	res := r.execute(ctx, st, newOperationID(runner.OpOutputs), runner.OpOutputs, art)
+	res := r.execute(ctx, st, newOperationID(runner.OpOutputs), runner.OpOutputs, art, opOptions{})
 	operationsTotal.WithLabelValues(string(runner.OpOutputs), string(res.Outcome)).Inc()
 	if res.Outcome != runner.OutcomeSucceeded {
 		msg := boundMessage(scrub(res.Message, st.inputs.secrets), 2000)

@@ -78,6 +78,11 @@ type Spec struct {
 	// any other lock fails the operation with ErrorLocked, naming it.
 	StaleLock *StaleLock `json:"staleLock,omitempty"`
 
+	// IgnoreChanges maps a resource URN to property paths an up or preview
+	// must leave as they are (added to the program's ignoreChanges); an
+	// empty list leaves the whole resource alone (--exclude).
+	IgnoreChanges map[string][]string `json:"ignoreChanges,omitempty"`
+
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
 }
@@ -161,6 +166,9 @@ type Result struct {
 	// ClaimedBy is the owner found in the stack tag when it is not Spec.Claim
 	// (ErrorClaimed).
 	ClaimedBy string `json:"claimedBy,omitempty"`
+	// Excluded are the URNs the operation left alone (--exclude) because
+	// their IgnoreChanges could not be put in the program.
+	Excluded []string `json:"excluded,omitempty"`
 	// PulumiProcesses counts the pulumi CLI processes the operation started
 	// (1 in the steady state; 2 when it created the stack).
 	PulumiProcesses int `json:"pulumiProcesses,omitempty"`
@@ -183,6 +191,9 @@ type ResourceChange struct {
 	Op string `json:"op"`
 	// Properties names the changed top-level properties (names only, never values).
 	Properties []string `json:"properties,omitempty"`
+	// Paths are the full property paths of the step's detailed diff
+	// ("data.a", `metadata.annotations["x/y"]`): names only, never values.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Output is one stack output. Secret values are carried so the controller can write
