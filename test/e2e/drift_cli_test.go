@@ -118,7 +118,8 @@ func TestDriftCLIShow(t *testing.T) {
 
 // TestDriftCLICheck runs `drift check` against the controller: clean after
 // the apply (exit 0), drifted after a PATCH of the program's ConfigMap
-// (exit 3, the resource and the path named, never the value).
+// (exit 3, the resource and the path named, never the value), repaired in
+// mode Remediate (exit 0).
 func TestDriftCLICheck(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -156,4 +157,18 @@ func TestDriftCLICheck(t *testing.T) {
 	shown, errOut, code := driftCLI(t, f.ns, "drift", "show", s.Name)
 	g.Expect(code).To(Equal(0), errOut)
 	g.Expect(shown).To(ContainSubstring("Total:       1 drifted resource(s)\n"))
+
+	// In mode Remediate the check repairs what it found: exit 0, Remediated.
+	// The drift is a deletion here: an edited field stays owned by its editor's
+	// field manager, and the provider's server-side apply does not force it.
+	g.Expect(env.Client.Delete(ctx, cm)).To(Succeed())
+	s = getStack(g, key)
+	before := s.DeepCopy()
+	s.Spec.DriftDetection.Mode = v1alpha1.DriftRemediate
+	g.Expect(env.Client.Patch(ctx, s, client.MergeFrom(before))).To(Succeed())
+	out, errOut, code = driftCLI(t, f.ns, "drift", "check", s.Name, "--timeout", "3m")
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, errOut)
+	g.Expect(out).To(ContainSubstring("Drifted:     False (Remediated): remediated: restored 1 resource(s): settings"))
+	g.Expect(out).To(ContainSubstring("Total:       0 drifted resource(s)\n"))
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
 }
