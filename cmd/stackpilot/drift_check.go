@@ -47,7 +47,8 @@ With --wait=false it exits 0 once the request is written.`,
 		Example: `  stackpilot drift check web -n infra
   stackpilot drift check web --timeout 10m -o json
   stackpilot drift check web --wait=false`,
-		Args: exactArgs(1, "one Stack name"),
+		Args:              exactArgs(1, "one Stack name"),
+		ValidArgsFunction: c.completeStacks,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := outputFormat(opts.output)
 			if err != nil {

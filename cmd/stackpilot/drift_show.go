@@ -26,7 +26,8 @@ their values), with the Drifted condition's message. Exits 0 whatever the
 check found; ` + "`drift check`" + ` is the one whose exit code says "drifted".`,
 		Example: `  stackpilot drift show web -n infra
   stackpilot drift show web -o json`,
-		Args: exactArgs(1, "one Stack name"),
+		Args:              exactArgs(1, "one Stack name"),
+		ValidArgsFunction: c.completeStacks,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := outputFormat(output)
 			if err != nil {

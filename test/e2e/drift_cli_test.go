@@ -104,6 +104,11 @@ func TestDriftCLIShow(t *testing.T) {
 	g.Expect(code).To(Equal(1))
 	g.Expect(errOut).To(Equal(fmt.Sprintf("stackpilot: no Stack drift-cli-wbe in namespace %s; did you mean drift-cli-web?\n", f.ns)))
 
+	// The shell completes Stack names from the namespace.
+	out, _, code = driftCLI(t, f.ns, "__complete", "drift", "show", "drift-cli")
+	g.Expect(code).To(Equal(0))
+	g.Expect(out).To(HavePrefix("drift-cli-web\n:4\n"))
+
 	// No controller: check writes the request, then says what to look at.
 	_, errOut, code = driftCLI(t, f.ns, "drift", "check", s.Name, "--timeout", "3s")
 	g.Expect(code).To(Equal(1), errOut)
