@@ -137,12 +137,18 @@ func (r *StackReconciler) runDrift(ctx context.Context, st *reconcileState, reme
 		r.driftCheckFailed(ctx, st, fmt.Sprintf("the program of the last applied revision %s: %v", revision, err))
 		return nil
 	}
+	failedBefore := conditions.GetReason(stack, v1alpha1.DriftedCondition) == v1alpha1.DriftCheckFailedReason
 	res, err := r.runDriftCheck(ctx, st, art, revision)
 	if err != nil {
 		return err
 	}
 	if res.Outcome != runner.OutcomeSucceeded {
 		r.driftCheckFailed(ctx, st, st.stack.Status.History[0].Message)
+		if conditions.GetReason(stack, v1alpha1.DriftedCondition) == v1alpha1.DriftCheckFailedReason && failedBefore {
+			// Only the first of a run of failed checks stays in the
+			// history: a backend down for an hour must not push the ups out.
+			stack.Status.History = stack.Status.History[1:]
+		}
 		return nil
 	}
 	f := filterDrift(res.Resources, stack.GetDriftIgnore())
