@@ -100,6 +100,14 @@ type DriftStatus struct {
 	// +kubebuilder:validation:MaxItems=50
 	// +optional
 	Resources []DriftedResource `json:"resources,omitempty"`
+
+	// Ignored are the drifted resources and paths that spec.driftDetection.ignore
+	// left out (at most 50): shown so that people see what the rules hide,
+	// and kept so that a retried remediate leaves them as they are too. An
+	// entry without properties is a resource ignored as a whole.
+	// +kubebuilder:validation:MaxItems=50
+	// +optional
+	Ignored []DriftedResource `json:"ignored,omitempty"`
 }
 
 // DriftedResource is one resource whose real state differs from the state

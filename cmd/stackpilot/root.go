@@ -86,6 +86,7 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 	root.AddCommand(
 		c.newDemoCmd(),
 		c.newArtifactCmd(),
+		c.newDriftCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)

@@ -19,6 +19,9 @@ type driftFilter struct {
 	// they are. A resource ignored as a whole (a rule without properties)
 	// maps to nil and is excluded from the remediate.
 	Ignored map[string][]string
+	// IgnoredResources are the same, in the order the engine reported them,
+	// for status.drift.ignored.
+	IgnoredResources []v1alpha1.DriftedResource
 }
 
 // filterDrift applies the ignore rules. A drift on ignored paths only is no
@@ -35,6 +38,7 @@ func filterDrift(changes []runner.ResourceChange, rules []v1alpha1.DriftIgnoreRu
 		wholeIgnored, pathRules := matchingRules(rules, typ, name)
 		if wholeIgnored {
 			out.Ignored[c.URN] = nil
+			out.IgnoredResources = append(out.IgnoredResources, v1alpha1.DriftedResource{URN: c.URN, Type: typ, Name: name, Op: c.Op})
 			continue
 		}
 		paths := c.Paths
@@ -51,6 +55,7 @@ func filterDrift(changes []runner.ResourceChange, rules []v1alpha1.DriftIgnoreRu
 		}
 		if len(ignored) > 0 {
 			out.Ignored[c.URN] = ignored
+			out.IgnoredResources = append(out.IgnoredResources, v1alpha1.DriftedResource{URN: c.URN, Type: typ, Name: name, Op: c.Op, Properties: ignored})
 		}
 		if c.Op != "delete" && len(paths) > 0 && len(kept) == 0 {
 			continue // only ignored paths drifted
@@ -207,4 +212,18 @@ func urnNameType(urn string) (name, typ string) {
 	}
 	types := strings.Split(parts[2], "$")
 	return parts[3], types[len(types)-1]
+}
+
+// ignoredFromStatus is the ignore map of the last check, from status.drift,
+// for a retried remediate.
+func ignoredFromStatus(stack *v1alpha1.Stack) map[string][]string {
+	d := stack.Status.Drift
+	if d == nil || len(d.Ignored) == 0 {
+		return nil
+	}
+	m := make(map[string][]string, len(d.Ignored))
+	for _, r := range d.Ignored {
+		m[r.URN] = r.Properties
+	}
+	return m
 }

@@ -145,6 +145,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.fetchArtifact,
 		r.runUp,
 		r.publishOutputs,
+		r.checkDriftAfterUp,
 	} {
 		res, err := step(ctx, st)
 		if err != nil {

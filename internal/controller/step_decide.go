@@ -31,6 +31,7 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 	if err := stackChanged(stack, st.inputs); err != nil {
 		return stepDone, err
 	}
+	remediateFailing := lastAttemptType(stack) == v1alpha1.OperationRemediate && stack.Status.Failures > 0
 	in := decideInput{
 		Revision:                   st.revision,
 		ProgramDigest:              st.programDigest,
@@ -43,9 +44,10 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		Failures:                   stack.Status.Failures,
 		LastAttemptFinished:        lastAttemptFinished(stack),
 		Interrupted:                st.recovered != nil || lastInterrupted(stack),
-		// A drift check request is not a request to retry a failed up.
-		Requested:            isRequested(stack) && !driftRequested(stack),
-		LastAttemptRemediate: lastAttemptType(stack) == v1alpha1.OperationRemediate,
+		// A drift check request is not a request to retry a failed up, but
+		// it is one to retry a failed remediate.
+		Requested:            isRequested(stack) && (!driftRequested(stack) || remediateFailing),
+		LastAttemptRemediate: remediateFailing,
 		Now:                  time.Now(),
 		RetryInterval:        stack.GetRetryInterval(),
 		Interval:             stack.GetRequeueAfter(),
@@ -72,9 +74,13 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 			return stepDone, &StallingError{Reason: reason, Err: errors.New(msg)}
 		}
 		// Checks go on while a newer change waits for its retry: they look at
-		// the applied revision. Remediating waits for the retry.
-		if err := r.driftIfDue(ctx, st, false); err != nil {
-			return stepDone, err
+		// the applied revision; a remediate waits for the retry. Not while a
+		// remediate waits for its retry: its refresh wrote the real state
+		// into the stack, and a check would report the drift gone.
+		if !remediateFailing {
+			if err := r.driftIfDue(ctx, st, false); err != nil {
+				return stepDone, err
+			}
 		}
 		return stepDone, &WaitingError{Reason: reason, Err: errors.New(msg), RequeueAfter: st.decision.RequeueAfter}
 	}

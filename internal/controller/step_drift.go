@@ -26,15 +26,15 @@ func (r *StackReconciler) checkDrift(ctx context.Context, st *reconcileState) (s
 	case ActionUp:
 		return stepContinue, nil
 	case ActionRemediate:
-		if err := r.runDrift(ctx, st, true); err != nil {
-			return stepDone, err
+		// No check first: the failed remediate's refresh wrote the real
+		// state into the stack, so a check would find nothing while the
+		// program's values are still not back. The last check's findings
+		// (status.drift) say what to leave alone.
+		art, err := r.appliedArtifact(ctx, st.stack)
+		if err != nil {
+			return stepDone, transient(v1alpha1.ArtifactFailedReason, fmt.Errorf("the program of the last applied revision %s: %w", st.stack.Status.LastAppliedRevision, err))
 		}
-		if st.result == nil && st.stack.Status.Failures > 0 {
-			// The drift went away before the retry: nothing is failing now.
-			st.stack.Status.Failures = 0
-			conditions.MarkTrue(st.stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(st.stack))
-		}
-		return stepDone, nil
+		return stepDone, r.remediate(ctx, st, art, driftFilter{Ignored: ignoredFromStatus(st.stack)})
 	}
 	if err := r.driftIfDue(ctx, st, true); err != nil {
 		return stepDone, err
@@ -54,7 +54,10 @@ func (r *StackReconciler) driftIfDue(ctx context.Context, st *reconcileState, ma
 	mode := stack.GetDriftMode()
 	manual := driftRequested(stack)
 	if mode == v1alpha1.DriftDisabled && !manual {
-		forgetDrift(stack)
+		// No schedule; the report of the last (manual) check stays.
+		if stack.Status.Drift != nil {
+			stack.Status.Drift.NextCheckAt = nil
+		}
 		return nil
 	}
 	if stack.Status.LastAppliedArtifact == nil {
@@ -134,12 +137,18 @@ func (r *StackReconciler) runDrift(ctx context.Context, st *reconcileState, reme
 		r.driftCheckFailed(ctx, st, fmt.Sprintf("the program of the last applied revision %s: %v", revision, err))
 		return nil
 	}
+	failedBefore := conditions.GetReason(stack, v1alpha1.DriftedCondition) == v1alpha1.DriftCheckFailedReason
 	res, err := r.runDriftCheck(ctx, st, art, revision)
 	if err != nil {
 		return err
 	}
 	if res.Outcome != runner.OutcomeSucceeded {
 		r.driftCheckFailed(ctx, st, st.stack.Status.History[0].Message)
+		if conditions.GetReason(stack, v1alpha1.DriftedCondition) == v1alpha1.DriftCheckFailedReason && failedBefore {
+			// Only the first of a run of failed checks stays in the
+			// history: a backend down for an hour must not push the ups out.
+			stack.Status.History = stack.Status.History[1:]
+		}
 		return nil
 	}
 	f := filterDrift(res.Resources, stack.GetDriftIgnore())
@@ -204,6 +213,7 @@ func (r *StackReconciler) reportDrift(ctx context.Context, st *reconcileState, f
 		Revision:  stack.Status.LastAppliedRevision,
 		Total:     int64(len(f.Drifted)),
 		Resources: resources,
+		Ignored:   boundDrift(f.IgnoredResources),
 	}
 	r.scheduleDrift(ctx, stack, now.Time, true)
 
@@ -273,6 +283,10 @@ func (r *StackReconciler) remediate(ctx context.Context, st *reconcileState, art
 	revision := stack.Status.LastAppliedRevision
 	res, err := r.operateWith(ctx, st, runner.OpUp, art, revision, opOptions{
 		record: v1alpha1.OperationRemediate, refresh: true, ignoreChanges: f.Ignored,
+		// Putting the program's values back means taking back the fields
+		// that whoever changed them now owns (a kubectl edit is their field
+		// manager): Server-Side Apply with force, for this operation only.
+		env: map[string]string{"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"},
 	})
 	if err != nil {
 		return err // Ready=False with Pulumi's diagnostic, backoff (decide: ActionRemediate)
@@ -295,7 +309,9 @@ func (r *StackReconciler) remediate(ctx context.Context, st *reconcileState, art
 	if len(res.Excluded) > 0 {
 		msg += fmt.Sprintf("; left alone (ignored, and not expressible as ignoreChanges in this program): %s", strings.Join(res.Excluded[:min(len(res.Excluded), 5)], ", "))
 	}
-	stack.Status.Drift.Resources, stack.Status.Drift.Total = nil, 0
+	if stack.Status.Drift != nil {
+		stack.Status.Drift.Resources, stack.Status.Drift.Total = nil, 0
+	}
 	stackDrifted.WithLabelValues(stack.Namespace, stack.Name).Set(0)
 	conditions.MarkFalse(stack, v1alpha1.DriftedCondition, v1alpha1.RemediatedReason, "%s at revision %s", msg, revision)
 	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
@@ -303,11 +319,17 @@ func (r *StackReconciler) remediate(ctx context.Context, st *reconcileState, art
 	return nil
 }
 
-// forgetDrift removes what drift detection wrote, when it is disabled.
-func forgetDrift(stack *v1alpha1.Stack) {
-	stack.Status.Drift = nil
-	conditions.Delete(stack, v1alpha1.DriftedCondition)
-	stackDrifted.DeleteLabelValues(stack.Namespace, stack.Name)
+// checkDriftAfterUp runs the drift check a person asked for when an up went
+// first in the same reconcile: the request is handled at the end of this
+// reconcile, and must not be handled without its check.
+func (r *StackReconciler) checkDriftAfterUp(ctx context.Context, st *reconcileState) (stepResult, error) {
+	if st.decision.Action != ActionUp || st.result == nil || !driftRequested(st.stack) {
+		return stepContinue, nil
+	}
+	if err := r.runDrift(ctx, st, st.stack.GetDriftMode() == v1alpha1.DriftRemediate); err != nil {
+		return stepDone, err
+	}
+	return stepContinue, nil
 }
 
 func sameDrift(a, b []v1alpha1.DriftedResource) bool {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,8 @@ type opOptions struct {
 	// ignoreChanges are the property paths, per URN, the operation leaves as
 	// they are (runner.Spec.IgnoreChanges).
 	ignoreChanges map[string][]string
+	// env is added to the operation's environment.
+	env map[string]string
 }
 
 func (o opOptions) recordType(typ runner.OperationType) v1alpha1.OperationType {
@@ -197,6 +200,7 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	if err != nil {
 		return fail(runner.ErrorAuth, err)
 	}
+	maps.Copy(env, opts.env)
 	spec := runner.Spec{
 		APIVersion:    runner.APIVersion,
 		ID:            id,

@@ -141,6 +141,22 @@ func (c *eventCollector) step(m apitype.StepEventMetadata, pre bool) {
 		rc.Op = op
 	}
 	rc.Properties = mergeNames(rc.Properties, changedProperties(m))
+	rc.Paths = mergeNames(rc.Paths, changedPaths(m))
+}
+
+// changedPaths are the full property paths a step changes, in Pulumi's path
+// syntax ("data.key", `metadata.annotations["x/y"]`): the keys of the detailed
+// diff, or the engine's top-level "diffs" when it sent no detailed diff. Drift
+// ignore rules and ignoreChanges work on these paths, not on the roots.
+func changedPaths(m apitype.StepEventMetadata) []string {
+	if len(m.DetailedDiff) == 0 {
+		return append([]string(nil), m.Diffs...)
+	}
+	paths := make([]string, 0, len(m.DetailedDiff))
+	for path := range m.DetailedDiff {
+		paths = append(paths, path)
+	}
+	return paths
 }
 
 // changedProperties names the top-level properties a step changes: the engine's

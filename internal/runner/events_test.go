@@ -60,8 +60,8 @@ func TestEventsOfAnUpdate(t *testing.T) {
 		pre(apitype.OpRead, "urn:pulumi:dev::web::kubernetes:core/v1:Namespace::ns"),
 	)
 	g.Expect(c.changes()).To(Equal([]ResourceChange{
-		{URN: urnCM, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data", "metadata"}},
-		{URN: urnDep, Type: "kubernetes:apps/v1:Deployment", Op: "replace", Properties: []string{"spec"}},
+		{URN: urnCM, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data", "metadata"}, Paths: []string{"data", "metadata"}},
+		{URN: urnDep, Type: "kubernetes:apps/v1:Deployment", Op: "replace", Properties: []string{"spec"}, Paths: []string{"spec"}},
 		{URN: urnSvc, Type: "kubernetes:core/v1:Service", Op: "create"},
 		{URN: urnOld, Type: "kubernetes:core/v1:Secret", Op: "delete"},
 	}))
@@ -86,7 +86,7 @@ func TestEventsOfARefresh(t *testing.T) {
 	}
 	drift := collect(true, evs...)
 	g.Expect(drift.changes()).To(Equal([]ResourceChange{
-		{URN: urnCM, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"}},
+		{URN: urnCM, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"}, Paths: []string{"data"}},
 		{URN: urnOld, Type: "kubernetes:core/v1:Secret", Op: "delete"},
 	}))
 
@@ -102,6 +102,37 @@ func TestEventsPropertiesFromDetailedDiff(t *testing.T) {
 		DetailedDiff: map[string]apitype.PropertyDiff{"data.key": {}, `metadata["labels"]`: {}, `["odd.name"]`: {}}}
 	c := collect(false, events.EngineEvent{EngineEvent: apitype.EngineEvent{ResOutputsEvent: &apitype.ResOutputsEvent{Metadata: m}}})
 	g.Expect(c.changes()[0].Properties).To(Equal([]string{"data", "metadata", "odd.name"}))
+}
+
+func detailed(op apitype.OpType, urn string, paths ...string) apitype.StepEventMetadata {
+	m := meta(op, urn, "data") // diffs: the roots, as the engine sends them
+	m.DetailedDiff = map[string]apitype.PropertyDiff{}
+	for _, p := range paths {
+		m.DetailedDiff[p] = apitype.PropertyDiff{Kind: apitype.DiffUpdate}
+	}
+	return m
+}
+
+func TestEventsPathsFromDetailedDiff(t *testing.T) {
+	g := NewWithT(t)
+	ann := `metadata.annotations["cert-manager.io/foo"]`
+	c := collect(true,
+		pre(apitype.OpRefresh, urnCM),
+		events.EngineEvent{EngineEvent: apitype.EngineEvent{ResOutputsEvent: &apitype.ResOutputsEvent{
+			Metadata: detailed(apitype.OpUpdate, urnCM, "data.b", ann, "data.a")}}},
+		// A second event of the same URN: its paths are merged, duplicates once.
+		pre(apitype.OpRefresh, urnCM),
+		events.EngineEvent{EngineEvent: apitype.EngineEvent{ResOutputsEvent: &apitype.ResOutputsEvent{
+			Metadata: detailed(apitype.OpUpdate, urnCM, "data.a", `data["x.y"]`)}}},
+		// No detailed diff: the engine's diffs are the paths.
+		pre(apitype.OpRefresh, urnSvc), outs(apitype.OpUpdate, urnSvc, "spec", "metadata"),
+	)
+	ch := c.changes()
+	g.Expect(ch).To(HaveLen(2))
+	g.Expect(ch[0].Paths).To(Equal([]string{"data.a", "data.b", `data["x.y"]`, ann}))
+	g.Expect(ch[0].Properties).To(Equal([]string{"data"}))
+	g.Expect(ch[1].Paths).To(Equal([]string{"metadata", "spec"}))
+	g.Expect(ch[1].Properties).To(Equal([]string{"metadata", "spec"}))
 }
 
 func TestEventsDiagnostics(t *testing.T) {

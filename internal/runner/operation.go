@@ -28,6 +28,8 @@ type operation struct {
 	crypt *passphraseCrypter
 	// created is set once this operation created the stack.
 	created bool
+	// excluded are the URNs the engine run leaves out (Spec.IgnoreChanges).
+	excluded []string
 }
 
 func (o *operation) run(ctx context.Context, res *Result) error {
@@ -40,6 +42,9 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 		return stepErr(phaseProject, err)
 	}
 	o.project = project
+	if err := o.ignoreChanges(res); err != nil {
+		return stepErr(phaseProject, err)
+	}
 	config, err := prepareConfig(project, spec.Config)
 	if err != nil {
 		return stepErr(phaseProject, err)
@@ -75,6 +80,21 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 		return stepErr(phaseLock, err)
 	}
 	return o.execute(ctx, res)
+}
+
+// ignoreChanges applies Spec.IgnoreChanges to an up or preview, before
+// anything else runs: the program in the work dir is final from here on.
+func (o *operation) ignoreChanges(res *Result) error {
+	if o.spec.Type != OpUp && o.spec.Type != OpPreview {
+		return nil
+	}
+	excluded, err := applyIgnoreChanges(o.spec.WorkDir, o.spec.IgnoreChanges)
+	if err != nil {
+		return err
+	}
+	o.excluded = excluded
+	res.Excluded = excluded
+	return nil
 }
 
 // ensureStack creates the stack when it does not exist yet: the one extra CLI
@@ -217,7 +237,7 @@ func (o *operation) engineArgs(eventLog string) []string {
 	for _, t := range spec.Targets {
 		args = append(args, "--target", t)
 	}
-	return args
+	return append(args, excludeArgs(o.excluded)...)
 }
 
 // upOutputs are the stack's outputs after an up. From a file:// backend they

@@ -482,7 +482,8 @@ func TestRunKubernetesUpdateDriftAndDestroy(t *testing.T) {
 	g.Expect(up.Outcome).To(Equal(OutcomeSucceeded))
 	g.Expect(up.Changes).To(Equal(ChangeCounts{Update: 1, Same: 2}))
 	g.Expect(up.Resources).To(Equal([]ResourceChange{
-		{URN: cmURN, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"}}}))
+		{URN: cmURN, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"},
+			Paths: []string{"data.greeting"}}}))
 	g.Expect(greeting()).To(Equal("hi"))
 
 	noop := e.run(e.spec(OpDriftCheck, config("hi")...))
@@ -498,7 +499,8 @@ func TestRunKubernetesUpdateDriftAndDestroy(t *testing.T) {
 		drift := e.run(e.spec(OpDriftCheck, config("hi")...))
 		g.Expect(drift.Outcome).To(Equal(OutcomeSucceeded))
 		g.Expect(drift.Resources).To(ConsistOf(
-			ResourceChange{URN: cmURN, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"}}))
+			ResourceChange{URN: cmURN, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"},
+				Paths: []string{"data.greeting"}}))
 		g.Expect(drift.Changes.Update).To(Equal(1))
 	}
 
@@ -508,7 +510,8 @@ func TestRunKubernetesUpdateDriftAndDestroy(t *testing.T) {
 	fix := e.run(spec)
 	g.Expect(fix.Outcome).To(Equal(OutcomeSucceeded))
 	g.Expect(fix.Resources).To(Equal([]ResourceChange{
-		{URN: cmURN, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"}}}))
+		{URN: cmURN, Type: "kubernetes:core/v1:ConfigMap", Op: "update", Properties: []string{"data"},
+			Paths: []string{"data.greeting"}}}))
 	g.Expect(greeting()).To(Equal("hi"))
 	g.Expect(e.run(e.spec(OpDriftCheck, config("hi")...)).Resources).To(BeEmpty())
 

@@ -60,6 +60,15 @@ type Spec struct {
 	Refresh bool     `json:"refresh,omitempty"` // refresh before up/preview
 	Targets []string `json:"targets,omitempty"` // URNs to limit the operation to
 
+	// IgnoreChanges maps URNs to Pulumi property paths ("data.key",
+	// `metadata.annotations["x/y"]`) an up or preview must leave as they are in
+	// the world (drift that is meant to happen). In a Pulumi YAML program they
+	// are added to the resources' options.ignoreChanges in the work dir's copy;
+	// a URN that cannot be handled so (another runtime, a resource the YAML does
+	// not declare literally) is left out of the run (`--exclude`) and listed in
+	// Result.Excluded. Ignored for other operation types.
+	IgnoreChanges map[string][]string `json:"ignoreChanges,omitempty"`
+
 	// Claim is who owns the Pulumi stack, "<namespace>/<name>" of the Stack. When
 	// set, the runner reads the stack tag stackpilot:owner before anything else
 	// touches the stack (config, locks, the engine): absent, it is set to Claim;
@@ -77,11 +86,6 @@ type Spec struct {
 	// timeout). Only a lock proven to be that operation's and dead is removed;
 	// any other lock fails the operation with ErrorLocked, naming it.
 	StaleLock *StaleLock `json:"staleLock,omitempty"`
-
-	// IgnoreChanges maps a resource URN to property paths an up or preview
-	// must leave as they are (added to the program's ignoreChanges); an
-	// empty list leaves the whole resource alone (--exclude).
-	IgnoreChanges map[string][]string `json:"ignoreChanges,omitempty"`
 
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
@@ -166,12 +170,12 @@ type Result struct {
 	// ClaimedBy is the owner found in the stack tag when it is not Spec.Claim
 	// (ErrorClaimed).
 	ClaimedBy string `json:"claimedBy,omitempty"`
-	// Excluded are the URNs the operation left alone (--exclude) because
-	// their IgnoreChanges could not be put in the program.
-	Excluded []string `json:"excluded,omitempty"`
 	// PulumiProcesses counts the pulumi CLI processes the operation started
 	// (1 in the steady state; 2 when it created the stack).
 	PulumiProcesses int `json:"pulumiProcesses,omitempty"`
+	// Excluded are the URNs of Spec.IgnoreChanges the run left out entirely
+	// (`--exclude`) because their paths could not be ignored one by one; sorted.
+	Excluded []string `json:"excluded,omitempty"`
 }
 
 // ChangeCounts counts resources by the step the engine took.
@@ -191,8 +195,9 @@ type ResourceChange struct {
 	Op string `json:"op"`
 	// Properties names the changed top-level properties (names only, never values).
 	Properties []string `json:"properties,omitempty"`
-	// Paths are the full property paths of the step's detailed diff
-	// ("data.a", `metadata.annotations["x/y"]`): names only, never values.
+	// Paths are the changed property paths in Pulumi's syntax ("data.key",
+	// `metadata.annotations["x/y"]`), sorted: the keys of the engine's detailed
+	// diff, or the top-level names when it sent none. Paths only, never values.
 	Paths []string `json:"paths,omitempty"`
 }
 
