@@ -27,6 +27,7 @@ import (
 // the Stack fail, and the Kustomization's health check with it, naming the
 // Stack.
 func TestKustomizationWaitsOnStack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -34,8 +35,8 @@ func TestKustomizationWaitsOnStack(t *testing.T) {
 		"app/Pulumi.yaml":   bridgeProgram(""),
 		"deploy/stack.yaml": f.stackManifest(t, "bridge", "infra"),
 	}, "deploy the bridge Stack")
-	env.StartSourceController(t)
-	kc := env.StartKustomizeController(t)
+	env.StartSourceControllerIn(t, f.ns)
+	kc := env.StartKustomizeControllerIn(t, f.ns)
 	f.start(t)
 	defer func() {
 		if t.Failed() {
