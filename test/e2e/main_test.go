@@ -4,9 +4,6 @@
 package e2e
 
 import (
-	"flag"
-	"fmt"
-	goruntime "runtime"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,19 +16,14 @@ import (
 
 var env *testenv.Env
 
-// minParallel is how many e2e tests run at once unless -parallel says
+// e2eParallel is how many e2e tests run at once unless -parallel says
 // otherwise. They mostly wait (a sequential run keeps under a third of two
-// cores busy), so GOMAXPROCS, go test's default, leaves the machine idle: on
-// two cores 17 of them took 106 s with 2 at a time, 69 s with 4, 67 s with 8.
-const minParallel = 4
+// cores busy): on two cores 17 of them took 106 s 2 at a time (go test's
+// default there), 69 s 4 at a time, 67 s 8 at a time.
+const e2eParallel = 4
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit && goruntime.GOMAXPROCS(0) < minParallel {
-		_ = flag.Set("test.parallel", fmt.Sprint(minParallel))
-	}
+	testenv.MinParallel(e2eParallel)
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
