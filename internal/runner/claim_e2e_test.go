@@ -13,6 +13,7 @@ import (
 // backend; an operation for another owner, a destroy included, changes
 // nothing and reports the owner.
 func TestRunClaim(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, "name: claimy\nruntime: yaml\noutputs:\n  x: 1\n")
 

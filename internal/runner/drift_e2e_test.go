@@ -76,6 +76,7 @@ resources:
 // world has it, and excludes the resource the YAML does not declare. No value
 // of the PATCHed Secret is in any Result.
 func TestRunDriftPathsAndIgnoreChanges(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, driftProgram)
 	if err := testenv.RequireBinaries(e.bin, "pulumi-resource-kubernetes"); err != nil {

@@ -8,12 +8,19 @@ import (
 	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
+// The tests that run Pulumi are parallel (t.Parallel): each has its own
+// backend, PULUMI_HOME, work dirs and namespace, and most of their time is
+// spent waiting (a 40s operation timeout, Pulumi's startup), so 4 run at once
+// (testenv.MinParallel). One that sets a package variable is not parallel,
+// and runs before them.
+
 // TestMain lets the test binary play helper processes (see helperMain) and
 // stops the shared control plane if a test started one.
 func TestMain(m *testing.M) {
 	if role := os.Getenv(helperRoleEnv); role != "" {
 		os.Exit(helperMain(role))
 	}
+	testenv.MinParallel(4)
 	code := m.Run()
 	if kube.env != nil {
 		_ = kube.env.Stop()

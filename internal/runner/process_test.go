@@ -172,6 +172,7 @@ func TestKillProcessTree(t *testing.T) {
 // TestCancelGivesTheCLITimeToStop: a cancelled operation's CLI gets SIGINT and
 // as long as it needs to finish and release the lock, not the SDK's 10s.
 func TestCancelGivesTheCLITimeToStop(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("takes 11s")
 	}

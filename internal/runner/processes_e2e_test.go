@@ -40,6 +40,9 @@ func pulumiWrapper(t *testing.T, e *e2e) (path string, started func() []string) 
 // state, two when the stack is created, none to read outputs from a file://
 // backend; with secret config and a secret output, whose values still reach
 // only the Result.
+//
+// Not parallel: it sets readFileState, which every Run reads; the sequential
+// tests end before the parallel ones start.
 func TestRunStartsOnePulumiProcessPerOperation(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("state read directly %v", direct), func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 // variable inside a resource on the language host's stderr ("info#err"), not as
 // an error diagnostic; it is still a program error carrying Pulumi's words.
 func TestRunYAMLErrorInResourceIsProgramError(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, `name: broken
 runtime: yaml

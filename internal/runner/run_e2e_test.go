@@ -101,6 +101,7 @@ outputs:
 `
 
 func TestRunUpConfigOutputsAndSecrets(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, configProgram)
 	config := []ConfigValue{
@@ -147,6 +148,7 @@ func TestRunUpConfigOutputsAndSecrets(t *testing.T) {
 
 // TestRunOutputsOfMissingStack: reading outputs never creates a stack.
 func TestRunOutputsOfMissingStack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, configProgram)
 	res := e.run(e.spec(OpOutputs))
@@ -156,6 +158,7 @@ func TestRunOutputsOfMissingStack(t *testing.T) {
 }
 
 func TestRunProgramErrorCarriesPulumiDiagnostic(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, `name: broken
 runtime: yaml
@@ -170,6 +173,7 @@ outputs:
 }
 
 func TestRunMessageNeverHoldsEnvValues(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	// The undefined name in the program's error is also the value of an env var:
 	// it must not appear in the message.
@@ -188,6 +192,7 @@ outputs:
 }
 
 func TestRunWrongPassphraseIsAuth(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, configProgram)
 	config := []ConfigValue{
@@ -207,6 +212,7 @@ func TestRunWrongPassphraseIsAuth(t *testing.T) {
 }
 
 func TestRunLockedStackAndClearStaleLock(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, "name: locky\nruntime: yaml\noutputs:\n  x: 1\n")
 	g.Expect(e.run(e.spec(OpUp)).Outcome).To(Equal(OutcomeSucceeded))
@@ -279,7 +285,9 @@ resources:
 `
 
 func TestRunTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
 	t.Run("before the engine starts", func(t *testing.T) {
+		t.Parallel()
 		g := NewWithT(t)
 		e := newE2E(t, "name: slow\nruntime: yaml\n")
 		spec := e.spec(OpUp)
@@ -296,10 +304,12 @@ func TestRunTimeoutAndCancel(t *testing.T) {
 		g.Expect(res.Message).To(Equal("operation cancelled"))
 	})
 	t.Run("cancelled while the engine runs", func(t *testing.T) {
+		t.Parallel()
 		res := gatedUp(t, 0, func(cancel context.CancelFunc) { cancel() })
 		NewWithT(t).Expect(res.Outcome).To(Equal(OutcomeCancelled), res.Message)
 	})
 	t.Run("timed out while the engine runs", func(t *testing.T) {
+		t.Parallel()
 		res := gatedUp(t, 40*time.Second, func(context.CancelFunc) {})
 		g := NewWithT(t)
 		g.Expect(res.Outcome).To(Equal(OutcomeFailed), res.Message)
@@ -399,6 +409,7 @@ func processesIn(dir string) []string {
 }
 
 func TestRunBadBackendIsBackend(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, "name: nobackend\nruntime: yaml\n")
 	spec := e.spec(OpUp)
@@ -451,6 +462,7 @@ outputs:
 `
 
 func TestRunKubernetesUpdateDriftAndDestroy(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, configMapProgram)
 	if err := testenv.RequireBinaries(e.bin, "pulumi-resource-kubernetes"); err != nil {
@@ -522,6 +534,7 @@ func TestRunKubernetesUpdateDriftAndDestroy(t *testing.T) {
 }
 
 func TestRunKubernetesProviderRefusalIsAuth(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	e := newE2E(t, configMapProgram)
 	if err := testenv.RequireBinaries(e.bin, "pulumi-resource-kubernetes"); err != nil {

@@ -14,6 +14,7 @@ import (
 // the garbage collector finishes foreground deletes (Start waits for it), the
 // kubeconfig file works for child processes, and namespaces are fresh per test.
 func TestControlPlane(t *testing.T) {
+	t.Parallel() // its own control plane
 	g := NewWithT(t)
 	env, err := Start(Options{})
 	g.Expect(err).NotTo(HaveOccurred())

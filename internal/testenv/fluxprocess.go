@@ -14,8 +14,8 @@ import (
 )
 
 // fluxProcess is one of Flux's controllers (bin/<name>) running as a child
-// process against an Env, watching every namespace; SourceController and
-// KustomizeController add what is their own.
+// process against an Env, watching every namespace or one; SourceController
+// and KustomizeController add what is their own.
 type fluxProcess struct {
 	name string
 	cmd  *exec.Cmd
@@ -44,8 +44,9 @@ func newFluxProcess(t TB, name, dir string) *fluxProcess {
 // start runs bin/name from dir with the common flags and args, with HOME
 // and TMPDIR in dir (so it reads none of this machine's configuration, and
 // no cloud provider variables reach it), waits until it is ready and stops
-// it when t ends.
-func (p *fluxProcess) start(t TB, e *Env, dir string, env, args []string) {
+// it when t ends. It watches namespace alone (Flux's --watch-all-namespaces=false
+// watches RUNTIME_NAMESPACE), or every namespace when namespace is "".
+func (p *fluxProcess) start(t TB, e *Env, dir, namespace string, env, args []string) {
 	t.Helper()
 	if err := RequireBinaries(e.BinDir, p.name); err != nil {
 		t.Fatalf("%v", err)
@@ -54,8 +55,12 @@ func (p *fluxProcess) start(t TB, e *Env, dir string, env, args []string) {
 	if err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}
+	runtimeNamespace := namespace
+	if namespace == "" {
+		runtimeNamespace = "default"
+	}
 	p.cmd = exec.Command(filepath.Join(e.BinDir, p.name), append([]string{
-		"--watch-all-namespaces=true",
+		fmt.Sprintf("--watch-all-namespaces=%t", namespace == ""),
 		"--health-addr=" + p.HealthAddr,
 		"--metrics-addr=" + p.MetricsAddr,
 		"--log-level=debug",
@@ -65,7 +70,7 @@ func (p *fluxProcess) start(t TB, e *Env, dir string, env, args []string) {
 		"KUBECONFIG=" + e.Kubeconfig,
 		"HOME=" + dir,
 		"TMPDIR=" + dir,
-		"RUNTIME_NAMESPACE=default",
+		"RUNTIME_NAMESPACE=" + runtimeNamespace,
 		"PATH=" + os.Getenv("PATH"),
 	}, env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile

@@ -17,12 +17,19 @@ type KustomizeController struct {
 // args are extra flags.
 func (e *Env) StartKustomizeController(t TB, args ...string) *KustomizeController {
 	t.Helper()
+	return e.StartKustomizeControllerIn(t, "", args...)
+}
+
+// StartKustomizeControllerIn is StartKustomizeController watching namespace alone (every
+// namespace when ""): its Kustomizations and the sources they name must be there.
+func (e *Env) StartKustomizeControllerIn(t TB, namespace string, args ...string) *KustomizeController {
+	t.Helper()
 	if err := e.InstallKustomizeCRDs(context.Background()); err != nil {
 		t.Fatalf("%v", err)
 	}
 	dir := t.TempDir()
 	k := &KustomizeController{fluxProcess: newFluxProcess(t, "kustomize-controller", dir)}
 	// Tests run one Kustomization at a time; a failed fetch should surface fast.
-	k.start(t, e, dir, nil, append([]string{"--http-retry=2"}, args...))
+	k.start(t, e, dir, namespace, nil, append([]string{"--http-retry=2"}, args...))
 	return k
 }

@@ -19,6 +19,14 @@ type SourceController struct {
 // ends. args are extra flags.
 func (e *Env) StartSourceController(t TB, args ...string) *SourceController {
 	t.Helper()
+	return e.StartSourceControllerIn(t, "", args...)
+}
+
+// StartSourceControllerIn is StartSourceController watching namespace alone (every
+// namespace when ""), so that tests running at once can each have their own without
+// reconciling each other's sources.
+func (e *Env) StartSourceControllerIn(t TB, namespace string, args ...string) *SourceController {
+	t.Helper()
 	dir := t.TempDir()
 	s := &SourceController{fluxProcess: newFluxProcess(t, "source-controller", dir)}
 	addr, err := FreeAddr()
@@ -31,7 +39,7 @@ func (e *Env) StartSourceController(t TB, args ...string) *SourceController {
 		t.Fatalf("source-controller: %v", err)
 	}
 	// DOCKER_CONFIG keeps it from reading this machine's registry credentials.
-	s.start(t, e, dir, []string{"DOCKER_CONFIG=" + filepath.Join(dir, "docker")}, append([]string{
+	s.start(t, e, dir, namespace, []string{"DOCKER_CONFIG=" + filepath.Join(dir, "docker")}, append([]string{
 		"--storage-addr=" + s.StorageAddr,
 		"--storage-adv-addr=" + s.StorageAddr,
 		"--storage-path=" + filepath.Join(dir, "storage"),

@@ -34,6 +34,7 @@ import (
 // with and without the referrers API, and refuses an unsigned artifact and one signed with
 // another key.
 func TestSourceControllerVerifiesOurSignatures(t *testing.T) {
+	t.Parallel() // its own control plane
 	env, err := Start(Options{FluxCRDs: true})
 	if err != nil {
 		t.Fatal(err)

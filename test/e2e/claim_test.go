@@ -40,6 +40,7 @@ func letProceed(t *testing.T, ns string) {
 // the first, runs nothing on the stack and never touches the first's lock;
 // the first's up then succeeds and its ConfigMap carries only its own config.
 func TestTwoStacksOnOneStack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -102,6 +103,7 @@ func TestTwoStacksOnOneStack(t *testing.T) {
 // then pointed at another is Stalled/StackChanged, saying how to move the
 // state; reverting the change recovers.
 func TestStackChangedIsRefused(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -126,6 +128,7 @@ func TestStackChangedIsRefused(t *testing.T) {
 // fails on the next resource; deleting the Stack with destroyOnDelete destroys
 // what was created although no up ever succeeded.
 func TestFirstUpFailedPartwayIsDestroyed(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)

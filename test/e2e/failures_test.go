@@ -22,6 +22,7 @@ import (
 // input start no runner process, and the Git server sees about one ls-remote per
 // interval.
 func TestNothingChangedRunsNothing(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	f := newFixture(t)
 	f.start(t)
@@ -43,6 +44,7 @@ func TestNothingChangedRunsNothing(t *testing.T) {
 // TestProgramErrorThenFix: a broken program is Ready=False with Pulumi's own
 // diagnostic; a fixing commit makes it Ready without waiting out the backoff.
 func TestProgramErrorThenFix(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	f := newFixture(t)
 	broken := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("\n        broken: ${doesNotExist}")}, "broken")
@@ -68,6 +70,7 @@ func TestProgramErrorThenFix(t *testing.T) {
 // TestGitAuthFailure: refused credentials give a clear reason without the
 // password; fixing the Secret recovers on its own (the Secret is watched).
 func TestGitAuthFailure(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t, testenv.WithBasicAuth("deploy", "right-password-123"))
@@ -94,6 +97,7 @@ func TestGitAuthFailure(t *testing.T) {
 // TestSuspendResume: a suspended Stack runs nothing; resuming applies what came
 // in meanwhile.
 func TestSuspendResume(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -122,6 +126,7 @@ func TestSuspendResume(t *testing.T) {
 // TestDestroyAfterRepositoryGone: destroyOnDelete works from the cached artifact
 // when the Git repository no longer exists.
 func TestDestroyAfterRepositoryGone(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -148,6 +153,7 @@ func TestDestroyAfterRepositoryGone(t *testing.T) {
 // the Stack go without a destroy, saying so, instead of holding the namespace
 // in Terminating for ever.
 func TestNamespaceDeletedWithItsInputs(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -176,6 +182,7 @@ func TestNamespaceDeletedWithItsInputs(t *testing.T) {
 // resource; the next controller finds the operation interrupted, clears the
 // stale lock and finishes the job.
 func TestControllerKilledMidUp(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -218,6 +225,7 @@ func TestControllerKilledMidUp(t *testing.T) {
 // TestInvalidSpecStalls: a spec the API server accepts but the controller cannot
 // act on is Stalled with a message naming the field; fixing it recovers.
 func TestInvalidSpecStalls(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)

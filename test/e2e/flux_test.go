@@ -52,10 +52,11 @@ func (f *fixture) sourceRefStack(name string, ref v1alpha1.FluxSourceReference, 
 // commit outside the Stack's dir starts no up; deleting the GitRepository
 // with its destroyOnDelete Stack still destroys the stack.
 func TestStackFollowsGitRepository(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
-	env.StartSourceController(t)
+	env.StartSourceControllerIn(t, f.ns)
 	f.start(t)
 
 	repo := fluxObject("GitRepository", f.ns, "infra", map[string]any{
@@ -134,11 +135,12 @@ func waitAppliedFast(t *testing.T, key client.ObjectKey, revision string) *v1alp
 // TestStackFollowsOCIRepository: source-controller reads what `stackpilot
 // artifact push` writes, and a Stack follows the OCIRepository.
 func TestStackFollowsOCIRepository(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newOCIFixture(t)
 	digest := pushProgram(t, f.url("infra/app")+":v1", "oci-flux-settings", "", "")
-	env.StartSourceController(t)
+	env.StartSourceControllerIn(t, f.ns)
 	f.start(t)
 	g.Expect(env.Client.Create(ctx, fluxObject("OCIRepository", f.ns, "app", map[string]any{
 		"url":      f.url("infra/app"),
@@ -161,6 +163,7 @@ func TestStackFollowsOCIRepository(t *testing.T) {
 // both digests; a source that is not Ready is SourceNotReady with its
 // message; a source in another namespace is refused.
 func TestStackFollowsExternalArtifact(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -249,12 +252,13 @@ func TestStackFollowsExternalArtifact(t *testing.T) {
 // TestStackFollowsSourceInAnotherNamespace: with --allow-cross-namespace-refs
 // a Stack follows a source in another namespace.
 func TestStackFollowsSourceInAnotherNamespace(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
 	sources := env.Namespace(t)
 	f.start(t, "--allow-cross-namespace-refs")
-	env.StartSourceController(t)
+	env.StartSourceControllerIn(t, sources)
 	g.Expect(env.Client.Create(ctx, fluxObject("GitRepository", sources, "infra", map[string]any{
 		"url": f.repoURL, "interval": "2s", "ref": map[string]any{"branch": "main"},
 	}))).To(Succeed())
@@ -267,12 +271,13 @@ func TestStackFollowsSourceInAnotherNamespace(t *testing.T) {
 // S3 server gives a Ready Stack, and a changed object is applied when
 // source-controller publishes it.
 func TestStackFollowsBucket(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
 	s3 := testenv.NewS3(t, "infra")
 	s3.Put(t, "infra", "app/Pulumi.yaml", ociProgram("bucket-settings", ""))
-	env.StartSourceController(t)
+	env.StartSourceControllerIn(t, f.ns)
 	f.start(t)
 	g.Expect(env.Client.Create(ctx, fluxObject("Bucket", f.ns, "infra", map[string]any{
 		"provider":   "generic",
@@ -301,6 +306,7 @@ func TestStackFollowsBucket(t *testing.T) {
 // The API server refuses a malformed spec.source.sourceRef, and accepts the
 // sample (config/samples/stack-flux.yaml).
 func TestSourceRefSpecValidation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	for name, tc := range map[string]struct {

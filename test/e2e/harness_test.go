@@ -80,3 +80,13 @@ func (c *controllerProcess) Operations(t testing.TB, typ string) int {
 	}
 	return int(n)
 }
+
+// The e2e tests run in parallel (each calls t.Parallel first): they spend most
+// of their time waiting on Pulumi, the controller and intervals. They share
+// nothing one of them counts or changes: each has its own namespace, Git
+// server or registry, data dir and controller process, which watches that
+// namespace alone; operation counts are that process's metrics, and the
+// processes a test inspects are that controller's descendants or work in its
+// data dir. Only the control plane is shared; Flux's controllers, which would
+// otherwise watch every namespace, are started for the test's namespace alone
+// (testenv's Start*ControllerIn).

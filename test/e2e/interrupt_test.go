@@ -19,6 +19,7 @@ import (
 // like a failure: the first interruption runs again at once, the second in a
 // row waits out the backoff instead of looping. New inputs still run at once.
 func TestInterruptedTwiceBacksOff(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)

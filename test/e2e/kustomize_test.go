@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -26,6 +27,7 @@ import (
 // the Stack fail, and the Kustomization's health check with it, naming the
 // Stack.
 func TestKustomizationWaitsOnStack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -33,8 +35,8 @@ func TestKustomizationWaitsOnStack(t *testing.T) {
 		"app/Pulumi.yaml":   bridgeProgram(""),
 		"deploy/stack.yaml": f.stackManifest(t, "bridge", "infra"),
 	}, "deploy the bridge Stack")
-	env.StartSourceController(t)
-	kc := env.StartKustomizeController(t)
+	env.StartSourceControllerIn(t, f.ns)
+	kc := env.StartKustomizeControllerIn(t, f.ns)
 	f.start(t)
 	defer func() {
 		if t.Failed() {
@@ -85,7 +87,24 @@ func TestKustomizationWaitsOnStack(t *testing.T) {
 		stackReady.Sub(created).Round(time.Second), kReady.Sub(stackReady.Time), kReadyAt.Sub(created).Round(100*time.Millisecond))
 
 	// A broken program, same Stack manifest: the Stack fails and the
-	// Kustomization's health check with it.
+	// Kustomization's health check with it. A retried program error is
+	// InProgress to kstatus, so the Kustomization fails at its timeout: the
+	// 2m above leaves a loaded machine time for the first up; here, where
+	// the Stack fails in seconds, the shortest timeout kustomize-controller
+	// honours (it raises anything below 30s to 30s) saves 90s of waiting.
+	// The Kustomization is Ready again with the new timeout first, so the
+	// failure below is the broken commit's.
+	const failTimeout = 30 * time.Second
+	g.Expect(env.Client.Patch(ctx, kustomization(f.ns, "stacks", nil), client.RawPatch(types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"spec":{"timeout":%q}}`, failTimeout))))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		k := getKustomization(g, kkey)
+		observed, _, _ := unstructured.NestedInt64(k.Object, "status", "observedGeneration")
+		g.Expect(observed).To(Equal(k.GetGeneration()))
+		ready := readyOf(k)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "Kustomization Ready: %s/%s", ready.Reason, ready.Message)
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
 	pushed := time.Now()
 	broken := f.git.Commit(t, "infra", "main", map[string]string{
 		"app/Pulumi.yaml":   bridgeProgram("\n        broken: ${doesNotExist}"),
@@ -106,8 +125,8 @@ func TestKustomizationWaitsOnStack(t *testing.T) {
 		message = ready.Reason + ": " + ready.Message
 	}, 5*time.Minute, time.Second).Should(Succeed())
 	kFailed := time.Now()
-	t.Logf("broken commit to Stack failed %s; Stack failed to Kustomization Ready=False %s (its timeout is 2m); Kustomization says %q",
-		stackFailed.Sub(pushed).Round(100*time.Millisecond), kFailed.Sub(stackFailed).Round(100*time.Millisecond), message)
+	t.Logf("broken commit to Stack failed %s; Stack failed to Kustomization Ready=False %s (its timeout is %s); Kustomization says %q",
+		stackFailed.Sub(pushed).Round(100*time.Millisecond), kFailed.Sub(stackFailed).Round(100*time.Millisecond), failTimeout, message)
 	// kustomize-controller v1.9.6 names the unhealthy object and its kstatus
 	// status, never the object's own message (fluxcd/pkg/ssa's
 	// WaitForSetWithContext formats only a status reader error): the Stack's

@@ -51,6 +51,7 @@ func monorepoTree(a, b, shared string) map[string]string {
 // another reconcile at that commit, which fetches nothing. A commit that
 // touches shared/ runs a's up, and b records its own skip.
 func TestMonorepoCommitRunsOnlyTheStacksItTouches(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)

@@ -16,6 +16,7 @@ import (
 // The API server refuses a malformed spec.source.oci with a message saying
 // what to fix, and accepts the sample.
 func TestOCISpecValidation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	digest := "sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -28,12 +28,16 @@ import (
 // pushed. Run with and without the registry's referrers API: the bundle
 // then lives under the referrers tag schema.
 func TestStackFromSignedOCIArtifact(t *testing.T) {
+	t.Parallel()
 	for _, referrers := range []bool{true, false} {
 		name := "referrers-api"
 		if !referrers {
 			name = "referrers-tag-schema"
 		}
-		t.Run(name, func(t *testing.T) { testSignedOCIArtifact(t, referrers) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each has its own registry, namespace and controller
+			testSignedOCIArtifact(t, referrers)
+		})
 	}
 }
 
@@ -89,6 +93,7 @@ func testSignedOCIArtifact(t *testing.T, referrers bool) {
 // Flux writes it is applied; a digest pin never moves when the tag does; a
 // program baked into an image layer is applied with layerSelector.
 func TestStackFromOCIDigestFluxAndImageLayers(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newOCIFixture(t)
@@ -164,6 +169,7 @@ func emptyArtifactCache(t *testing.T, dataDir string) {
 // artifact over --artifact-max-size are refused naming what is wrong, and
 // nothing runs.
 func TestStackFromOCIRefusals(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	const user, password, wrong = "ci", "r3gistry-pa55", "wr0ng-pa55word"
@@ -246,6 +252,7 @@ func waitStalled(t *testing.T, key client.ObjectKey) *v1alpha1.Stack {
 // no program at their dir, so no Pulumi process runs and the test measures
 // the source alone; such a Stack is checked again every interval.
 func TestHundredOCIStacksShareOneTagLookup(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newOCIFixture(t)

@@ -31,6 +31,7 @@ func bigOutputProgram(size int) string {
 // up. status.outputs shows the large value as a note. A commit with smaller
 // outputs publishes them.
 func TestOutputsOverOneMiB(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -93,6 +94,7 @@ func TestOutputsOverOneMiB(t *testing.T) {
 // publish (OutputsConflict, naming the owner), is applied once and never
 // re-runs its up; the first Stack's Secret is left alone.
 func TestOutputsConflict(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -139,6 +141,7 @@ func TestOutputsConflict(t *testing.T) {
 // Pulumi.yaml. Each new commit is seen at spec.interval, without touching the
 // Stack, and the commit that adds the program is applied.
 func TestDirAppearsInLaterCommit(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -175,6 +178,7 @@ func TestDirAppearsInLaterCommit(t *testing.T) {
 // status); the failed reconcile is logged once, with its reason, and no
 // secret value is in the event or the log.
 func TestFailureEventAndLog(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	f := newFixture(t)
 	createSecret(t, f.ns, "app-secrets", map[string]string{"token": "s3cr3t-t0ken-value"})

@@ -18,6 +18,7 @@ import (
 // the ConfigMap. The next reconcile finds nothing to apply, notices, and
 // restores both from the stack's state, secret output included, without an up.
 func TestOutputsRestored(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)

@@ -28,6 +28,7 @@ import (
 // within its graceful shutdown timeout with nothing left running or locked.
 // The next controller finishes the job without clearing any lock.
 func TestControllerSIGTERMedMidUp(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	const grace = 30 * time.Second

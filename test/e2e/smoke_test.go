@@ -44,6 +44,7 @@ outputs:
 // CLI driven through the Automation API runs a YAML program whose Kubernetes
 // provider writes to the test API server, and a refresh preview sees drift.
 func TestSmokeChain(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 // published, a new commit, a config change, a change in a referenced Secret, and
 // deletion with destroyOnDelete. Secrets never show in status, events or logs.
 func TestStackFromGit(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)

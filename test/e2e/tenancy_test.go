@@ -30,6 +30,7 @@ const jwtPrefix = "eyJhbGci"
 // Role makes the Stack Ready on its own retry. The program's processes never
 // see the controller's kubeconfig, and the token file is gone afterwards.
 func TestTenancyForbiddenThenGranted(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -108,6 +109,7 @@ func TestTenancyForbiddenThenGranted(t *testing.T) {
 // may not read (it may manage ConfigMaps only) is refused by the API server, and
 // the Secret's value appears nowhere.
 func TestTenancySecretReadRefused(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
@@ -147,6 +149,7 @@ func TestTenancySecretReadRefused(t *testing.T) {
 // spec.serviceAccountName, a missing ServiceAccount is a clear wait (retried),
 // then the program acts as that ServiceAccount.
 func TestTenancyDefaultServiceAccount(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)

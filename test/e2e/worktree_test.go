@@ -40,6 +40,7 @@ resources:
 // beside its folder; Pulumi and the runner write the stack settings file (a
 // committed one) during the up, and the cached copy is unchanged.
 func TestWorkTreeIsTheWholeRepository(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
