@@ -19,6 +19,7 @@ import (
 // base64 as the API server keeps it, shows in the Stack's status, its events
 // or the controller's log.
 func TestDriftSecretNeverShown(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	const original, edited = "drift-0riginal-t0ken-4a7e", "drift-ed1ted-t0ken-9c2b"

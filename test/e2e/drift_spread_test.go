@@ -43,6 +43,7 @@ type scheduledCheck struct {
 // second every time. The spread schedule gives each second one start, two
 // when a check runs a second late: at most 3 in any second is the bound.
 func TestDriftChecksSpread(t *testing.T) {
+	t.Parallel()
 	const stacks, interval = 20, 20 * time.Second
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -26,6 +26,7 @@ import (
 //	ignore:    an ignored key is neither reported nor restored, another key is
 //	failed:    after a commit that fails to apply, a check checks the applied revision
 func TestDrift(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newDriftFixture(t, driftProgram(""))
 	f.start(t)
