@@ -99,7 +99,7 @@ func TestDriftChecksSpread(t *testing.T) {
 			seen[key.Name] = c
 		}
 		g.Expect(seen).To(HaveLen(stacks), "Stacks checked so far")
-	}, 2*time.Minute+2*interval, 500*time.Millisecond).Should(Succeed())
+	}, time.Minute+3*interval, 500*time.Millisecond).Should(Succeed())
 	t.Logf("all %d Stacks checked %s after they were created", stacks, time.Since(start).Round(time.Second))
 
 	checks := make([]scheduledCheck, 0, stacks)
