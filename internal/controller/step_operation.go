@@ -38,7 +38,10 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 	st.result = res
 	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", st.revision)
 	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
-		r.scheduleDrift(ctx, stack, time.Now(), false) // the first check's time is in status at once
+		// The first check's time is in status at once, and the reconcile
+		// that runs it comes then, not at spec.interval.
+		next := r.scheduleDrift(ctx, stack, time.Now(), false)
+		requeueBy(st, stack, time.Until(next))
 	}
 	return stepContinue, nil
 }
