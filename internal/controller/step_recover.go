@@ -79,6 +79,29 @@ func (f *inflightOps) finishedHere(uid types.UID, id string) (v1alpha1.Operation
 	return op.rec, ok && op.rec.ID == id
 }
 
+// cacheBehind is true when the last operation this process finished for
+// the Stack is neither in its history nor its current operation: the Stack
+// was read from a cache that has not seen that operation yet (a loaded API
+// server can deliver watch events seconds late). Drift checks are left out:
+// a clean one is dropped from the history on purpose.
+func (f *inflightOps) cacheBehind(stack *v1alpha1.Stack) bool {
+	f.mu.Lock()
+	op, ok := f.finished[stack.UID]
+	f.mu.Unlock()
+	if !ok || op.rec.Type == v1alpha1.OperationDriftCheck {
+		return false
+	}
+	if c := stack.Status.CurrentOperation; c != nil && c.ID == op.rec.ID {
+		return false // recoverInterrupted settles it with finishedHere
+	}
+	for _, h := range stack.Status.History {
+		if h.ID == op.rec.ID {
+			return false
+		}
+	}
+	return true
+}
+
 // forget drops what is known of a Stack that is gone.
 func (f *inflightOps) forget(uid types.UID) {
 	f.mu.Lock()
@@ -97,6 +120,14 @@ func (f *inflightOps) forget(uid types.UID) {
 // not running is confirmed against the API server first, and one that it
 // finished is never taken for an interrupted one.
 func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileState) (stepResult, error) {
+	if r.inflight.cacheBehind(st.stack) {
+		// The cached Stack is from before an operation this process ran and
+		// finished: acting on it would decide from an old status, and its
+		// status patch would put that old history back over the new one.
+		if err := r.refresh(ctx, st); err != nil {
+			return stepDone, err
+		}
+	}
 	op := st.stack.Status.CurrentOperation
 	if op == nil || r.inflight.running(st.stack.UID, op.ID) {
 		return stepContinue, nil

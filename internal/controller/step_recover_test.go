@@ -153,3 +153,26 @@ func TestStaleLockOfAnotherPod(t *testing.T) {
 	g.Expect(r.Client.Delete(ctx, pod)).To(Succeed())
 	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeFalse())
 }
+
+// TestCacheFromBeforeTheOperationIsRefreshed: the reconcile after an up
+// reads a cached Stack from before that up even started (a loaded API
+// server delivered the watch events late). It must read the Stack again:
+// deciding from the old status would take the retry for a first apply, and
+// its patch would replace the history with one that lacks the up.
+func TestCacheFromBeforeTheOperationIsRefreshed(t *testing.T) {
+	g := NewWithT(t)
+	r, cached, final := recoverFixture(t)
+	r.inflight.start(cached.UID, final.ID)
+	r.inflight.end(cached.UID, final)
+	before := cached.DeepCopy()
+	before.Status.CurrentOperation = nil
+	before.Status.History = nil
+
+	st := stateOf(r, before)
+	_, err := r.recoverInterrupted(context.Background(), st)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.stack.Status.History).To(HaveLen(1), "the API server's status, with the finished up")
+	g.Expect(st.stack.Status.History[0].ID).To(Equal(final.ID))
+	g.Expect(st.stack.Status.History[0].Outcome).To(Equal(v1alpha1.OutcomeSucceeded))
+	g.Expect(r.inflight.cacheBehind(st.stack)).To(BeFalse())
+}
