@@ -26,7 +26,7 @@ all: build
 ##@ Tools
 
 .PHONY: tools
-tools: ## Build every pinned tool into bin/ (first run here: about 33 minutes; later runs: no work).
+tools: ## Build every pinned tool into bin/ (first run here: about 36 minutes; later runs: no work).
 	@$(BUILD_TOOL) etcd $(ETCD_VERSION) tools/etcd . -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) kube-apiserver $(K8S_VERSION) tools/kubernetes ./kube-apiserver -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kube-controller-manager $(K8S_VERSION) tools/kubernetes ./kube-controller-manager -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
