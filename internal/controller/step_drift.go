@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -178,7 +179,9 @@ func (r *StackReconciler) runDriftCheck(ctx context.Context, st *reconcileState,
 	}
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
-	if err := st.patcher.Patch(ctx, stack); err != nil {
+	// The conditions are ours (an up may have just set Ready in this
+	// reconcile): they win over what the API server holds.
+	if err := st.patcher.Patch(ctx, stack, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 		return nil, transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of the drift check: %w", err))
 	}
 	r.inflight.start(stack.UID, rec.ID)
@@ -215,7 +218,9 @@ func (r *StackReconciler) reportDrift(ctx context.Context, st *reconcileState, f
 		Resources: resources,
 		Ignored:   boundDrift(f.IgnoredResources),
 	}
-	r.scheduleDrift(ctx, stack, now.Time, true)
+	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
+		r.scheduleDrift(ctx, stack, now.Time, true)
+	}
 
 	rec := &stack.Status.History[0] // the check's own record (runDriftCheck)
 	rec.Changes = driftChanges(f.Drifted)
@@ -261,6 +266,9 @@ func (r *StackReconciler) driftCheckFailed(ctx context.Context, st *reconcileSta
 	}
 	if stack.Status.Drift == nil {
 		stack.Status.Drift = &v1alpha1.DriftStatus{}
+	}
+	if stack.GetDriftMode() == v1alpha1.DriftDisabled {
+		return // a manual check: no retry on a schedule
 	}
 	retry := min(stack.GetRetryInterval(), stack.GetDriftInterval())
 	stack.Status.Drift.NextCheckAt = &metav1.Time{Time: time.Now().Add(retry)}
