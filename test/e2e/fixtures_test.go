@@ -143,6 +143,10 @@ func waitNotReady(t *testing.T, key client.ObjectKey, reason string) *v1alpha1.S
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse), "Ready: %s", readyMessage(s))
 		g.Expect(c.Reason).To(Equal(reason), "Ready: %s", readyMessage(s))
+		// The patcher writes conditions before the rest of the status: until
+		// the second patch lands, the history still shows the operation
+		// running, without its message.
+		g.Expect(s.Status.CurrentOperation).To(BeNil(), "the operation's record has landed")
 	}, 4*time.Minute, time.Second).Should(Succeed())
 	return last
 }
