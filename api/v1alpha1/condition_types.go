@@ -79,6 +79,11 @@ const (
 	// check failed. It does not change Ready: a drifted Stack is still Ready,
 	// unless it remediates and the remediation failed.
 	DriftedCondition = "Drifted"
+
+	// PlanPendingCondition is True while status.pendingPlan holds a plan that
+	// waits for approval (Manual) or is only shown (PreviewOnly); False once
+	// it was applied or nothing is pending. Absent in Auto mode.
+	PlanPendingCondition = "PlanPending"
 )
 
 // Condition reasons.
@@ -199,6 +204,40 @@ const (
 	// DriftCheckFailedReason: the last drift check could not run to the end
 	// (Drifted=Unknown); it is retried after spec.retryInterval.
 	DriftCheckFailedReason = "DriftCheckFailed"
+
+	// AwaitingApprovalReason: a plan waits for the annotation
+	// stackpilot.dev/approve to name it (PlanPending=True; Ready=False).
+	AwaitingApprovalReason = "AwaitingApproval"
+
+	// PreviewOnlyReason: spec.approval.mode is PreviewOnly; the plan is shown,
+	// never applied (PlanPending=True).
+	PreviewOnlyReason = "PreviewOnly"
+
+	// PlanAppliedReason: the approved plan was applied (PlanPending=False).
+	PlanAppliedReason = "PlanApplied"
+
+	// NoPendingPlanReason: there is no change to approve (PlanPending=False).
+	NoPendingPlanReason = "NoPendingPlan"
+
+	// PlanInvalidReason: an up of an approved plan found that the stack would
+	// change otherwise than planned, and changed nothing beyond the plan.
+	PlanInvalidReason = "PlanInvalid"
+
+	// DependencyNotReadyReason: a Stack of spec.dependsOn (or of a
+	// configFrom stackOutputs) is missing, not Ready at its latest
+	// generation, or has a change pending.
+	DependencyNotReadyReason = "DependencyNotReady"
+
+	// DependencyCycleReason: spec.dependsOn leads back to this Stack. The
+	// Stack is Stalled; the message names the cycle.
+	DependencyCycleReason = "DependencyCycle"
+
+	// RolledBackReason: an up of a new change failed and the last applied
+	// revision and inputs were applied again (Ready=False, naming both).
+	RolledBackReason = "RolledBack"
+
+	// RollbackFailedReason: the rollback itself failed; it is not retried.
+	RollbackFailedReason = "RollbackFailed"
 
 	// DestroyFailedReason: destroying the stack on deletion failed; the finalizer
 	// stays until it succeeds.

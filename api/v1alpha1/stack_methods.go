@@ -100,3 +100,32 @@ func (in *Stack) GetDriftIgnore() []DriftIgnoreRule {
 	}
 	return nil
 }
+
+// GetApprovalMode is spec.approval.mode, Auto when not set.
+func (in *Stack) GetApprovalMode() ApprovalMode {
+	if a := in.Spec.Approval; a != nil && a.Mode != "" {
+		return a.Mode
+	}
+	return ApprovalAuto
+}
+
+// RollbackAfter is how many failed ups of a new change make a rollback; 0
+// when spec.rollback is off.
+func (in *Stack) RollbackAfter() int64 {
+	r := in.Spec.Rollback
+	if r == nil || !r.Enabled {
+		return 0
+	}
+	if r.AfterFailures < 1 {
+		return 1
+	}
+	return int64(r.AfterFailures)
+}
+
+// Namespaced is ref's key, in namespace ns when ref names none.
+func (in DependencyReference) Namespaced(ns string) (namespace, name string) {
+	if in.Namespace != "" {
+		ns = in.Namespace
+	}
+	return ns, in.Name
+}

@@ -139,6 +139,22 @@ type StackSpec struct {
 	// +kubebuilder:default={"mode":"Detect","interval":"1h"}
 	// +optional
 	DriftDetection *DriftDetection `json:"driftDetection,omitempty"`
+
+	// Approval says whether a change is applied at once (Auto, the default),
+	// after a person approves its plan (Manual), or never (PreviewOnly).
+	// +optional
+	Approval *Approval `json:"approval,omitempty"`
+
+	// DependsOn lists Stacks that must be Ready at their latest generation,
+	// with nothing pending, before this Stack runs an up.
+	// +kubebuilder:validation:MaxItems=50
+	// +optional
+	DependsOn []DependencyReference `json:"dependsOn,omitempty"`
+
+	// Rollback re-applies the last applied revision and inputs when an up of
+	// a new revision or new inputs fails.
+	// +optional
+	Rollback *Rollback `json:"rollback,omitempty"`
 }
 
 // StackSource says where the Pulumi program comes from. Exactly one source kind
@@ -396,8 +412,9 @@ type SecretsProvider struct {
 }
 
 // ConfigFromSource adds the data of a ConfigMap or a Secret to the stack's
-// configuration. Exactly one of configMapRef and secretRef is set.
-// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="exactly one of configMapRef or secretRef must be set"
+// configuration, or another Stack's outputs. Exactly one of configMapRef,
+// secretRef and stackOutputs is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.configMapRef), has(self.secretRef), has(self.stackOutputs)].exists_one(b, b)",message="exactly one of configMapRef, secretRef or stackOutputs must be set"
 type ConfigFromSource struct {
 	// ConfigMapRef names a ConfigMap; its values are plain config values.
 	// +optional
@@ -406,6 +423,12 @@ type ConfigFromSource struct {
 	// SecretRef names a Secret; its values are Pulumi secrets.
 	// +optional
 	SecretRef *OptionalObjectReference `json:"secretRef,omitempty"`
+
+	// StackOutputs names another Stack whose outputs become config values
+	// (secret outputs stay secret). A change of those outputs re-applies this
+	// Stack: they are part of its inputs.
+	// +optional
+	StackOutputs *StackOutputsReference `json:"stackOutputs,omitempty"`
 
 	// Keys limits which data keys are used. Empty means all of them. A listed key
 	// that is missing fails the reconcile unless the reference is optional.
@@ -461,7 +484,8 @@ type StackStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Reconciling, Stalled, OutputsPublished, Drifted.
+	// Conditions: Ready, Reconciling, Stalled, OutputsPublished, Drifted,
+	// PlanPending.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -565,6 +589,15 @@ type StackStatus struct {
 	// +optional
 	Drift *DriftStatus `json:"drift,omitempty"`
 
+	// PendingPlan is the previewed change that waits for approval
+	// (spec.approval.mode Manual) or is only shown (PreviewOnly).
+	// +optional
+	PendingPlan *PendingPlan `json:"pendingPlan,omitempty"`
+
+	// Rollback is the last automatic rollback (spec.rollback).
+	// +optional
+	Rollback *RollbackStatus `json:"rollback,omitempty"`
+
 	// History lists the last operations, newest first, at most MaxHistory (10).
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
@@ -596,7 +629,7 @@ type ArtifactReference struct {
 }
 
 // OperationType names a Pulumi operation.
-// +kubebuilder:validation:Enum=preview;up;refresh;destroy;drift-check;remediate
+// +kubebuilder:validation:Enum=preview;up;refresh;destroy;drift-check;remediate;rollback
 type OperationType string
 
 const (
@@ -608,6 +641,9 @@ const (
 	// OperationRemediate is `pulumi up --refresh` at the last applied
 	// revision and inputs, after a drift check found drift.
 	OperationRemediate OperationType = "remediate"
+	// OperationRollback is `pulumi up` at the last applied revision and
+	// inputs, after an up of a newer change failed (spec.rollback).
+	OperationRollback OperationType = "rollback"
 )
 
 // OperationOutcome is how an operation ended, or "running".
@@ -675,6 +711,18 @@ type OperationRecord struct {
 	// +kubebuilder:validation:items:MaxLength=1024
 	// +optional
 	Resources []string `json:"resources,omitempty"`
+
+	// Plan is the id of the plan the operation made (a preview) or applied
+	// (an up of an approved plan).
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Plan string `json:"plan,omitempty"`
+
+	// ApprovedBy is who approved the plan an up applied: the last writer of
+	// the stackpilot.dev/approve annotation (its managedFields manager).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ApprovedBy string `json:"approvedBy,omitempty"`
 
 	// Host is the host name of the controller that ran the operation (in a Pod,
 	// the Pod's name; with host networking, the node's). A lock the operation
