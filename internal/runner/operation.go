@@ -237,6 +237,7 @@ func (o *operation) engineArgs(eventLog string) []string {
 	for _, t := range spec.Targets {
 		args = append(args, "--target", t)
 	}
+	args = append(args, planArgs(spec)...)
 	return append(args, excludeArgs(o.excluded)...)
 }
 
