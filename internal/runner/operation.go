@@ -37,6 +37,9 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err := validate(spec); err != nil {
 		return stepErr(phaseSpec, err)
 	}
+	if err := checkPlanFile(spec); err != nil {
+		return stepErr(phaseOperation, err)
+	}
 	project, err := ProjectName(spec.WorkDir)
 	if err != nil {
 		return stepErr(phaseProject, err)

@@ -1,6 +1,10 @@
 package runner
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"regexp"
 	"strings"
 )
@@ -70,4 +74,42 @@ func planFailure(f failure) []string {
 		return v
 	}
 	return planViolations(cleanLines(f.stderr))
+}
+
+// PlanFileError says that the plan an up is to apply cannot be read: it is
+// gone (a data dir lost with its Pod) or is not a file. Nothing ran; a new
+// preview makes a new plan.
+type PlanFileError struct {
+	Path string
+	Err  error
+}
+
+func (e *PlanFileError) Error() string {
+	return fmt.Sprintf("the plan file %s cannot be read (%v); run a new preview to make a new plan", e.Path, e.Err)
+}
+
+func (e *PlanFileError) Unwrap() error { return e.Err }
+
+// checkPlanFile makes sure the plan of an up is there before any process
+// starts: without it the CLI would fail with a bare "no such file".
+func checkPlanFile(spec Spec) error {
+	if spec.Type != OpUp || spec.Plan == "" {
+		return nil
+	}
+	fi, err := os.Stat(spec.Plan)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		return &PlanFileError{Path: spec.Plan, Err: unwrapPathError(err)}
+	}
+	return nil
+}
+
+// unwrapPathError drops the path an *fs.PathError repeats.
+func unwrapPathError(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }
