@@ -15,10 +15,11 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
-// dependencyRequeue is how soon a Stack waiting for a dependency looks again.
+// dependencyRequeue is how soon a Stack waiting for a dependency looks again
+// (Flux's --requeue-dependency default).
 // The watch on Stacks (setup.go) wakes it as soon as the dependency's status
 // changes; this requeue only covers a missed event.
-const dependencyRequeue = 10 * time.Second
+const dependencyRequeue = 30 * time.Second
 
 // dependency is one Stack this Stack waits for: from spec.dependsOn, or the
 // upstream of a configFrom stackOutputs (an implicit dependency: its outputs
