@@ -46,6 +46,9 @@ type inputsResolver struct {
 	defaultServiceAccount   string
 	// digestKey keys the HMAC of Digest.
 	digestKey digestKeySource
+	// allowCrossNamespace lets configFrom stackOutputs read a Stack of
+	// another namespace (--allow-cross-namespace-refs).
+	allowCrossNamespace bool
 }
 
 // digestKeySource gives the key of the inputs digest (*DigestKey).
@@ -69,6 +72,19 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 
 	values := map[string]runner.ConfigValue{}
 	for i, src := range spec.ConfigFrom {
+		if src.StackOutputs != nil {
+			vals, err := r.stackOutputs(ctx, stack, fmt.Sprintf("spec.configFrom[%d].stackOutputs", i), src.StackOutputs)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range vals {
+				values[v.Key] = v
+				if v.Secret {
+					in.secrets = append(in.secrets, secretText(v.Value))
+				}
+			}
+			continue
+		}
 		data, secret, err := r.readRef(ctx, stack.Namespace, fmt.Sprintf("spec.configFrom[%d]", i), src.ConfigMapRef, src.SecretRef)
 		if err != nil {
 			return nil, err

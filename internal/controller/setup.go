@@ -26,16 +26,23 @@ type Options struct {
 }
 
 // SetupWithManager registers the reconciler: Stacks trigger on spec changes and
-// reconcile-now requests; Secrets and ConfigMaps they reference trigger on change.
+// reconcile-now requests, and the Stacks that depend on a Stack trigger when
+// its status changes in a way they wait for (setup_dependencies.go); Secrets
+// and ConfigMaps they reference trigger on change.
 // Only the metadata of Secrets and ConfigMaps is watched, so no Secret data is
 // cached in the controller's memory.
 func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Stack{}, referencedIndex, indexReferences); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Stack{}, dependsOnIndex, indexDependencies); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Stack{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, reconcileRequested{}))).
+		Watches(&v1alpha1.Stack{}, handler.EnqueueRequestsFromMapFunc(r.dependents),
+			builder.WithPredicates(dependencyChanged{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing("Secret")),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing("ConfigMap")),
@@ -99,6 +106,10 @@ func (r *StackReconciler) referencing(kind string) handler.MapFunc {
 		}
 		if kind == "Secret" && r.DefaultPassphraseSecret != "" && obj.GetName() == r.DefaultPassphraseSecret {
 			reqs = append(reqs, r.stacksWithoutPassphrase(ctx, obj.GetNamespace())...)
+		}
+		if kind == "Secret" {
+			// A Stack's outputs Secret: the Stacks that read its outputs.
+			reqs = append(reqs, r.outputsReaders(ctx, obj)...)
 		}
 		return reqs
 	}

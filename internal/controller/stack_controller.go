@@ -137,6 +137,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	for _, step := range []stepFunc{
 		r.recoverInterrupted,
 		r.resolveSource,
+		r.checkDependencies,
 		r.resolveInputs,
 		r.resolveProgram,
 		r.decide,

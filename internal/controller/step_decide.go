@@ -22,7 +22,7 @@ func (r *StackReconciler) resolveInputs(ctx context.Context, st *reconcileState)
 
 func (r *StackReconciler) inputsResolver() *inputsResolver {
 	return &inputsResolver{client: r.APIReader, defaultBackend: r.DefaultBackend, defaultPassphraseSecret: r.DefaultPassphraseSecret,
-		defaultServiceAccount: r.Tenancy.DefaultServiceAccount, digestKey: r.DigestKey}
+		defaultServiceAccount: r.Tenancy.DefaultServiceAccount, digestKey: r.DigestKey, allowCrossNamespace: r.AllowCrossNamespaceRefs}
 }
 
 // decide chooses between nothing, an up, and waiting out a failure's backoff.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -56,7 +57,11 @@ func (r *StackReconciler) writeOutputs(ctx context.Context, stack *v1alpha1.Stac
 	}
 	if target.SecretName != "" {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: target.SecretName, Namespace: stack.Namespace}}
-		if err := r.writeOwned(ctx, stack, "Secret", sec, func() { sec.Data = bytesMap(all); sec.StringData = nil }); err != nil {
+		if err := r.writeOwned(ctx, stack, "Secret", sec, func() {
+			sec.Data = bytesMap(all)
+			sec.StringData = nil
+			setOutputAnnotations(sec, outputs)
+		}); err != nil {
 			return publishError("Secret", target.SecretName, err)
 		}
 	}
@@ -170,6 +175,29 @@ func renderOutput(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(raw)
+}
+
+// setOutputAnnotations says on the outputs Secret which outputs are secret and
+// which are JSON text (v1alpha1.SecretOutputsAnnotation, JSONOutputsAnnotation),
+// so that a downstream Stack reads each value back as Pulumi gave it, secret
+// ones as secret config. Other annotations on the Secret are left alone.
+func setOutputAnnotations(sec *corev1.Secret, outputs map[string]runner.Output) {
+	var secret, structured []string
+	for k, o := range outputs {
+		if o.Secret {
+			secret = append(secret, k)
+		}
+		if _, ok := o.Value.(string); !ok {
+			structured = append(structured, k)
+		}
+	}
+	sort.Strings(secret)
+	sort.Strings(structured)
+	if sec.Annotations == nil {
+		sec.Annotations = map[string]string{}
+	}
+	sec.Annotations[v1alpha1.SecretOutputsAnnotation] = strings.Join(secret, ",")
+	sec.Annotations[v1alpha1.JSONOutputsAnnotation] = strings.Join(structured, ",")
 }
 
 func bytesMap(m map[string]string) map[string][]byte {

@@ -121,6 +121,11 @@ func (r *StackReconciler) outputsDrift(ctx context.Context, stack *v1alpha1.Stac
 		case err != nil:
 			return "", err
 		}
+		if _, ok := sec.Annotations[v1alpha1.SecretOutputsAnnotation]; !ok {
+			// Published before the annotations existed: a downstream Stack
+			// would take every value for a secret string.
+			return fmt.Sprintf("outputs Secret %s has no %s annotation", name, v1alpha1.SecretOutputsAnnotation), nil
+		}
 		if !sameKeys(sortedKeys(sec.Data), sortedKeys(all), omitted, omitted) {
 			return fmt.Sprintf("outputs Secret %s has keys %v, not %v", name, boundKeys(sortedKeys(sec.Data)), boundKeys(sortedKeys(all))), nil
 		}
