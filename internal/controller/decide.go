@@ -119,6 +119,11 @@ func decide(in decideInput) decision {
 // failure of the change: a failed one is held too, so that it never loops.
 // An interrupted rollback runs again once.
 func decideRollback(in decideInput) (decision, bool) {
+	if in.RollbackAfter == 0 {
+		// Off (or turned off since): a held change is tried again like any
+		// failed one.
+		return decision{}, false
+	}
 	if in.LastAttemptType == v1alpha1.OperationRollback && in.RolledBack {
 		switch {
 		case in.LastAttemptOutcome == v1alpha1.OutcomeInterrupted && in.InterruptedRollbacks <= 1:
@@ -132,7 +137,7 @@ func decideRollback(in decideInput) (decision, bool) {
 	}
 	newChange := in.ProgramDigest != in.LastAppliedProgramDigest || in.InputsDigest != in.LastAppliedInputsDigest
 	stillWanted := in.ProgramDigest == in.LastAttemptedProgramDigest && in.InputsDigest == in.LastAttemptedInputsDigest
-	if in.RollbackAfter > 0 && in.HasApplied && newChange && stillWanted &&
+	if in.HasApplied && newChange && stillWanted &&
 		in.LastAttemptType == v1alpha1.OperationUp && in.LastAttemptOutcome == v1alpha1.OutcomeFailed &&
 		in.Failures >= in.RollbackAfter {
 		return decision{Action: ActionRollback, Why: fmt.Sprintf("the up of %s failed %d time(s) in a row", in.Revision, in.Failures)}, true
