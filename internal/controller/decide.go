@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
 // Action is what a reconcile does after resolving the source and the inputs.
@@ -22,6 +25,13 @@ const (
 	// drift repair at the applied program and inputs): check again, and
 	// remediate what still drifted.
 	ActionRemediate Action = "remediate"
+	// ActionRollback: the up of a new change failed spec.rollback.afterFailures
+	// times: apply the last applied program and inputs again (step_rollback.go).
+	ActionRollback Action = "rollback"
+	// ActionRolledBack: the change now resolved is the one a rollback took
+	// back: it is not tried again until the program or the inputs differ
+	// from it, or a person requests a reconcile.
+	ActionRolledBack Action = "rolled-back"
 )
 
 // decideInput is everything decide looks at. It is a plain struct so that the
@@ -43,6 +53,22 @@ type decideInput struct {
 	Requested   bool // a person asked for a reconcile now (annotation changed)
 	// LastAttemptRemediate: the newest finished attempt was a remediate.
 	LastAttemptRemediate bool
+
+	// RollbackAfter is spec.rollback's afterFailures, 0 when rollback is off.
+	RollbackAfter int64
+	// HasApplied: an up succeeded before (status.lastAppliedArtifact), so
+	// there is something to roll back to.
+	HasApplied bool
+	// LastAttemptType and LastAttemptOutcome are those of the newest
+	// finished attempt (drift checks and skips left out).
+	LastAttemptType    v1alpha1.OperationType
+	LastAttemptOutcome v1alpha1.OperationOutcome
+	// RolledBack: status.rollback names the program and inputs resolved now
+	// as the change it took back.
+	RolledBack bool
+	// InterruptedRollbacks counts the interrupted rollbacks at the top of
+	// the history, in a row.
+	InterruptedRollbacks int
 
 	Now           time.Time
 	RetryInterval time.Duration
@@ -73,6 +99,9 @@ type decision struct {
 // inputs are the applied ones, so an up would change nothing, while the drift
 // it failed to repair is still there.
 func decide(in decideInput) decision {
+	if d, ok := decideRollback(in); ok {
+		return d
+	}
 	d := decideApply(in)
 	if d.Action == ActionUp && in.LastAttemptRemediate &&
 		in.ProgramDigest == in.LastAppliedProgramDigest && in.InputsDigest == in.LastAppliedInputsDigest {
@@ -80,6 +109,40 @@ func decide(in decideInput) decision {
 		d.Why = strings.Replace(d.Why, "operation", "remediate", 1)
 	}
 	return d
+}
+
+// decideRollback applies spec.rollback: the up of a new change (a program or
+// inputs that differ from the applied ones) that failed afterFailures times
+// in a row is rolled back at once, whatever the backoff; the change rolled
+// back is then held (not retried) until the program or the inputs differ
+// from it, or a person requests a reconcile. A rollback is run once per
+// failure of the change: a failed one is held too, so that it never loops.
+// An interrupted rollback runs again once.
+func decideRollback(in decideInput) (decision, bool) {
+	if in.RollbackAfter == 0 {
+		// Off (or turned off since): a held change is tried again like any
+		// failed one.
+		return decision{}, false
+	}
+	if in.LastAttemptType == v1alpha1.OperationRollback && in.RolledBack {
+		switch {
+		case in.LastAttemptOutcome == v1alpha1.OutcomeInterrupted && in.InterruptedRollbacks <= 1:
+			return decision{Action: ActionRollback, Why: "the rollback was interrupted"}, true
+		case in.Requested:
+			return decision{}, false // a person asks to try the change again
+		case in.LastAttemptOutcome == v1alpha1.OutcomeSucceeded:
+			return decision{Action: ActionRolledBack, Why: "the change was rolled back"}, true
+		}
+		return decision{Action: ActionRolledBack, Why: "the rollback of the change failed"}, true
+	}
+	newChange := in.ProgramDigest != in.LastAppliedProgramDigest || in.InputsDigest != in.LastAppliedInputsDigest
+	stillWanted := in.ProgramDigest == in.LastAttemptedProgramDigest && in.InputsDigest == in.LastAttemptedInputsDigest
+	if in.HasApplied && newChange && stillWanted &&
+		in.LastAttemptType == v1alpha1.OperationUp && in.LastAttemptOutcome == v1alpha1.OutcomeFailed &&
+		in.Failures >= in.RollbackAfter {
+		return decision{Action: ActionRollback, Why: fmt.Sprintf("the up of %s failed %d time(s) in a row", in.Revision, in.Failures)}, true
+	}
+	return decision{}, false
 }
 
 func decideApply(in decideInput) decision {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
 func TestDecide(t *testing.T) {
@@ -129,4 +131,90 @@ func TestBackoff(t *testing.T) {
 		time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute,
 	}))
 	g.Expect(backoff(5, 5*time.Minute, time.Minute)).To(Equal(5*time.Minute), "cap is never below retryInterval")
+}
+
+func TestDecideRollback(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	// Program p2 at revision b failed once; p1 (at a) is applied; rollback
+	// after one failure.
+	failed := decideInput{
+		Revision: "main@sha1:b", ProgramDigest: "sha256:p2", InputsDigest: "sha256:1",
+		LastAppliedRevision: "main@sha1:a", LastAppliedProgramDigest: "sha256:p1", LastAppliedInputsDigest: "sha256:1",
+		LastAttemptedProgramDigest: "sha256:p2", LastAttemptedInputsDigest: "sha256:1",
+		Failures: 1, LastAttemptFinished: now,
+		RollbackAfter: 1, HasApplied: true,
+		LastAttemptType: v1alpha1.OperationUp, LastAttemptOutcome: v1alpha1.OutcomeFailed,
+		Now: now, RetryInterval: time.Minute, Interval: 10 * time.Minute,
+	}
+	// The rollback of that change succeeded; the change is resolved still.
+	rolledBack := failed
+	rolledBack.LastAttemptType, rolledBack.LastAttemptOutcome, rolledBack.RolledBack = v1alpha1.OperationRollback, v1alpha1.OutcomeSucceeded, true
+
+	tests := []struct {
+		name   string
+		base   decideInput
+		mutate func(*decideInput)
+		want   Action
+	}{
+		{name: "failed up of a new program: rollback at once, whatever the backoff", base: failed, want: ActionRollback},
+		{name: "failed up of new inputs: rollback", base: failed, mutate: func(in *decideInput) {
+			in.ProgramDigest, in.LastAttemptedProgramDigest, in.InputsDigest, in.LastAttemptedInputsDigest = "sha256:p1", "sha256:p1", "sha256:2", "sha256:2"
+		}, want: ActionRollback},
+		{name: "rollback off: the backoff", base: failed, mutate: func(in *decideInput) { in.RollbackAfter = 0 }, want: ActionWait},
+		{name: "fewer failures than afterFailures: the backoff", base: failed, mutate: func(in *decideInput) { in.RollbackAfter = 3; in.Failures = 2 }, want: ActionWait},
+		{name: "afterFailures reached", base: failed, mutate: func(in *decideInput) { in.RollbackAfter = 3; in.Failures = 3 }, want: ActionRollback},
+		{name: "nothing applied before: nothing to roll back to", base: failed, mutate: func(in *decideInput) { in.HasApplied = false }, want: ActionWait},
+		{name: "failed at the applied program and inputs: not a new change", base: failed, mutate: func(in *decideInput) {
+			in.ProgramDigest, in.LastAttemptedProgramDigest = "sha256:p1", "sha256:p1"
+		}, want: ActionWait},
+		{name: "a newer change came: it runs", base: failed, mutate: func(in *decideInput) { in.Revision, in.ProgramDigest = "main@sha1:c", "sha256:p3" }, want: ActionUp},
+		{name: "an up refused by its lock or backend changed nothing: the backoff", base: failed, mutate: func(in *decideInput) { in.LastAttemptOutcome = "" }, want: ActionWait},
+		{name: "interrupted up: runs again, no rollback", base: failed, mutate: func(in *decideInput) {
+			in.LastAttemptOutcome, in.Interrupted = v1alpha1.OutcomeInterrupted, true
+		}, want: ActionUp},
+		{name: "failed remediate: not a change to roll back", base: failed, mutate: func(in *decideInput) { in.LastAttemptType = v1alpha1.OperationRemediate }, want: ActionWait},
+
+		{name: "rolled back: held", base: rolledBack, want: ActionRolledBack},
+		{name: "rolled back, retry due by the backoff: still held", base: rolledBack, mutate: func(in *decideInput) { in.LastAttemptFinished = now.Add(-time.Hour) }, want: ActionRolledBack},
+		{name: "rolled back, new revision with the same program: held", base: rolledBack, mutate: func(in *decideInput) { in.Revision = "main@sha1:c" }, want: ActionRolledBack},
+		{name: "rolled back, new program: runs", base: rolledBack, mutate: func(in *decideInput) {
+			in.Revision, in.ProgramDigest, in.RolledBack = "main@sha1:c", "sha256:p3", false
+		}, want: ActionUp},
+		{name: "rolled back, new inputs: runs", base: rolledBack, mutate: func(in *decideInput) { in.InputsDigest, in.RolledBack = "sha256:3", false }, want: ActionUp},
+		{name: "rolled back, reverted to the applied program: runs", base: rolledBack, mutate: func(in *decideInput) {
+			in.Revision, in.ProgramDigest, in.RolledBack = "main@sha1:c", "sha256:p1", false
+		}, want: ActionUp},
+		{name: "rolled back, reconcile requested: the change is tried again", base: rolledBack, mutate: func(in *decideInput) { in.Requested = true }, want: ActionUp},
+		{name: "rolled back, then rollback turned off: tried again after the backoff", base: rolledBack, mutate: func(in *decideInput) {
+			in.RollbackAfter, in.LastAttemptFinished = 0, now.Add(-time.Hour)
+		}, want: ActionUp},
+		{name: "tried again on request and failed again: rolled back again", base: failed, mutate: func(in *decideInput) { in.Failures, in.RolledBack = 2, true }, want: ActionRollback},
+		{name: "rollback failed: held, never looped", base: rolledBack, mutate: func(in *decideInput) {
+			in.LastAttemptOutcome, in.LastAttemptFinished = v1alpha1.OutcomeFailed, now.Add(-time.Hour)
+		}, want: ActionRolledBack},
+		{name: "rollback failed, reconcile requested: the change is tried again", base: rolledBack, mutate: func(in *decideInput) {
+			in.LastAttemptOutcome, in.Requested = v1alpha1.OutcomeFailed, true
+		}, want: ActionUp},
+		{name: "rollback interrupted: runs again", base: rolledBack, mutate: func(in *decideInput) {
+			in.LastAttemptOutcome, in.Interrupted, in.InterruptedRollbacks = v1alpha1.OutcomeInterrupted, true, 1
+		}, want: ActionRollback},
+		{name: "rollback interrupted twice in a row: held", base: rolledBack, mutate: func(in *decideInput) {
+			in.LastAttemptOutcome, in.Interrupted, in.InterruptedRollbacks = v1alpha1.OutcomeInterrupted, true, 2
+		}, want: ActionRolledBack},
+		{name: "rollback interrupted, then a new commit: the commit runs", base: rolledBack, mutate: func(in *decideInput) {
+			in.LastAttemptOutcome, in.Interrupted, in.InterruptedRollbacks = v1alpha1.OutcomeInterrupted, true, 1
+			in.Revision, in.ProgramDigest, in.RolledBack = "main@sha1:c", "sha256:p3", false
+		}, want: ActionUp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := tt.base
+			if tt.mutate != nil {
+				tt.mutate(&in)
+			}
+			got := decide(in)
+			g.Expect(got.Action).To(Equal(tt.want), got.Why)
+		})
+	}
 }

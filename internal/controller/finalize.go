@@ -47,6 +47,7 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	}
 	controllerutil.RemoveFinalizer(stack, v1alpha1.StackFinalizer)
 	r.inflight.forget(stack.UID)
+	r.forgetInputs(ctx, stack.UID)
 	stackDrifted.DeleteLabelValues(stack.Namespace, stack.Name)
 	return st.patcher.Patch(ctx, stack)
 }

@@ -15,7 +15,8 @@ import (
 // Config is what NewStackReconciler needs besides the manager.
 type Config struct {
 	// DataDir holds the artifact cache (artifacts/), per-operation work trees
-	// (work/) and, by default, PULUMI_HOME (pulumi-home/).
+	// (work/), the last applied inputs for rollbacks (inputs/) and, by
+	// default, PULUMI_HOME (pulumi-home/).
 	DataDir                 string
 	DefaultBackend          string
 	DefaultPassphraseSecret string
@@ -51,7 +52,7 @@ type Config struct {
 
 // NewStackReconciler wires a reconciler to a manager's clients.
 func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) {
-	for _, d := range []string{"artifacts", "work", "pulumi-home"} {
+	for _, d := range []string{"artifacts", "work", "pulumi-home", "inputs"} {
 		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
@@ -98,6 +99,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		AllowCrossNamespaceRefs: cfg.AllowCrossNamespaceRefs,
 		Artifacts:               store,
 		WorkDir:                 filepath.Join(cfg.DataDir, "work"),
+		InputsDir:               filepath.Join(cfg.DataDir, "inputs"),
 		PulumiHome:              filepath.Join(cfg.DataDir, "pulumi-home"),
 		PulumiCommand:           cfg.PulumiCommand,
 		DefaultBackend:          cfg.DefaultBackend,

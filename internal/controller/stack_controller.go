@@ -46,6 +46,9 @@ type StackReconciler struct {
 	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
 	// artifacts' file system, files are hard links, not copies.
 	WorkDir string
+	// InputsDir keeps the last applied inputs of each Stack with
+	// spec.rollback, encrypted (inputs_snapshot.go); "" keeps none.
+	InputsDir string
 	// PulumiHome is shared by every operation so plugins are installed once.
 	PulumiHome string
 	// PulumiCommand is the pulumi binary the runner drives ("" = from PATH).
@@ -141,6 +144,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.resolveInputs,
 		r.resolveProgram,
 		r.decide,
+		r.rollbackIfDue,
 		r.checkDrift,
 		r.restoreOutputs,
 		r.fetchArtifact,

@@ -52,6 +52,7 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		RetryInterval:        stack.GetRetryInterval(),
 		Interval:             stack.GetRequeueAfter(),
 	}
+	rollbackInput(stack, st, &in)
 	st.decision = decide(in)
 	switch st.decision.Action {
 	case ActionNone:

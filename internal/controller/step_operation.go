@@ -26,8 +26,10 @@ import (
 func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepResult, error) {
 	res, err := r.operate(ctx, st, runner.OpUp, st.artifact, st.revision)
 	if err != nil {
+		rollbackSoon(st) // when this failure makes a rollback due (step_rollback.go)
 		return stepDone, err
 	}
+	r.keepInputs(ctx, st) // what a rollback to this revision applies (inputs_snapshot.go)
 	stack := st.stack
 	stack.Status.LastAppliedRevision = st.revision
 	stack.Status.LastAppliedProgramDigest = st.programDigest

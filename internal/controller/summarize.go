@@ -128,6 +128,11 @@ func summarizeStatus(stack *v1alpha1.Stack, recErr error, requeueAfter time.Dura
 			// Stalled for this revision only: look for a new commit at the interval.
 			s.result.RequeueAfter = stack.GetRequeueAfter()
 			s.atInterval = true
+			if requeueAfter > 0 && requeueAfter < s.result.RequeueAfter {
+				// Sooner when a step asked (a drift check of the applied
+				// revision, held rollback: step_rollback.go).
+				s.result.RequeueAfter, s.atInterval = requeueAfter, false
+			}
 		}
 		return s
 	case wait != nil:

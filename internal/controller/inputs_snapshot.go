@@ -1,0 +1,224 @@
+package controller
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/runner"
+)
+
+// A rollback applies the last applied revision with the inputs it was applied
+// with; by then the ConfigMaps and Secrets they came from usually hold the new
+// values (their change is what failed). So each successful up of a Stack with
+// spec.rollback on keeps its resolved inputs in the controller's data dir:
+// one file per Stack (<inputs dir>/<uid>/<digest file>), replaced at each
+// successful up, removed with the Stack. The file holds Secret values, so it
+// is encrypted (AES-256-GCM, a key derived from the inputs digest key, bound
+// to the Stack's UID and the inputs digest) and readable by the controller's
+// user alone.
+
+// errInputsNotKept: no snapshot of those inputs is kept (a new data dir, or
+// rollback turned on after they were applied).
+var errInputsNotKept = errors.New("not kept")
+
+// inputsSnapshot is the file's plain text.
+type inputsSnapshot struct {
+	Backend        string               `json:"backend"`
+	Config         []runner.ConfigValue `json:"config"`
+	Env            map[string]string    `json:"env"`
+	ServiceAccount string               `json:"serviceAccount"`
+	Digest         string               `json:"digest"`
+	Secrets        []string             `json:"secrets"`
+}
+
+// snapshotKeyInfo separates this key from any other derived from the digest key.
+const snapshotKeyInfo = "stackpilot.dev/inputs-snapshot/v1"
+
+// keepInputs keeps the inputs of the up that just succeeded, or, with
+// rollback off, removes what was kept. A failure is logged: the up stands,
+// and a rollback that needs these inputs later says they are not kept.
+func (r *StackReconciler) keepInputs(ctx context.Context, st *reconcileState) {
+	if r.InputsDir == "" {
+		return
+	}
+	stack := st.stack
+	if stack.RollbackAfter() == 0 {
+		r.forgetInputs(ctx, stack.UID)
+		return
+	}
+	if err := r.writeInputs(ctx, stack.UID, st.inputs); err != nil {
+		r.logInputsNotKept(ctx, err)
+	}
+}
+
+func (r *StackReconciler) logInputsNotKept(ctx context.Context, err error) {
+	log.FromContext(ctx).Error(err, "keep the applied inputs for a rollback; a rollback to this revision will refuse to run unless the inputs are unchanged")
+}
+
+func (r *StackReconciler) writeInputs(ctx context.Context, uid types.UID, in *inputs) error {
+	aead, err := r.snapshotCipher(ctx)
+	if err != nil {
+		return err
+	}
+	plain, err := json.Marshal(inputsSnapshot{
+		Backend: in.Backend, Config: in.Config, Env: in.Env, ServiceAccount: in.ServiceAccount,
+		Digest: in.Digest, Secrets: keptSecrets(in),
+	})
+	if err != nil {
+		return err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return err
+	}
+	sealed := aead.Seal(nonce, nonce, plain, snapshotAAD(uid, in.Digest))
+	dir := filepath.Join(r.InputsDir, string(uid))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*") // 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(sealed); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	name := snapshotFile(in.Digest)
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	// Only the newest is kept: a rollback goes back to the last applied inputs.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != name {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
+}
+
+// keptInputs reads the inputs kept for digest; errInputsNotKept when there
+// are none.
+func (r *StackReconciler) keptInputs(ctx context.Context, uid types.UID, digest string) (*inputs, error) {
+	if r.InputsDir == "" {
+		return nil, errInputsNotKept
+	}
+	sealed, err := os.ReadFile(filepath.Join(r.InputsDir, string(uid), snapshotFile(digest)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errInputsNotKept
+	}
+	if err != nil {
+		return nil, err
+	}
+	aead, err := r.snapshotCipher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(sealed) < aead.NonceSize() {
+		return nil, errors.New("the kept inputs file is truncated")
+	}
+	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], snapshotAAD(uid, digest))
+	if err != nil {
+		// Another digest key (the Secret was replaced) or a damaged file.
+		return nil, errors.New("the kept inputs cannot be decrypted (was the inputs digest key replaced?)")
+	}
+	var snap inputsSnapshot
+	if err := json.Unmarshal(plain, &snap); err != nil {
+		return nil, fmt.Errorf("the kept inputs are malformed: %w", err)
+	}
+	if snap.Digest != digest {
+		return nil, errors.New("the kept inputs are of other inputs")
+	}
+	if snap.Env == nil {
+		snap.Env = map[string]string{}
+	}
+	return &inputs{Backend: snap.Backend, Config: snap.Config, Env: snap.Env, ServiceAccount: snap.ServiceAccount,
+		Digest: snap.Digest, secrets: snap.Secrets}, nil
+}
+
+// forgetInputs removes what is kept of a Stack's inputs.
+func (r *StackReconciler) forgetInputs(ctx context.Context, uid types.UID) {
+	if r.InputsDir == "" || uid == "" {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(r.InputsDir, string(uid))); err != nil {
+		log.FromContext(ctx).Error(err, "remove the kept inputs")
+	}
+}
+
+func (r *StackReconciler) snapshotCipher(ctx context.Context) (cipher.AEAD, error) {
+	if r.DigestKey == nil {
+		return nil, transient(v1alpha1.DigestKeyUnavailableReason, errors.New("the controller has no inputs digest key"))
+	}
+	secret, err := r.DigestKey.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := hkdf.Key(sha256.New, secret, nil, snapshotKeyInfo, 32)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// snapshotAAD binds a file to its Stack and inputs: one cannot be passed off
+// as another's.
+func snapshotAAD(uid types.UID, digest string) []byte {
+	return []byte(string(uid) + "\x00" + digest)
+}
+
+// snapshotFile is the file name for a digest (any string is safe as a name
+// once hashed).
+func snapshotFile(digest string) string {
+	sum := sha256.Sum256([]byte(digest))
+	return hex.EncodeToString(sum[:]) + ".inputs"
+}
+
+// keptSecrets are the values to scrub from a rollback's messages: those of
+// in.secrets that are among the inputs (a ServiceAccount token added for one
+// operation is not: it expires, and the rollback asks for a new one).
+func keptSecrets(in *inputs) []string {
+	var kept []string
+	for _, s := range in.secrets {
+		found := slices.ContainsFunc(in.Config, func(c runner.ConfigValue) bool { v, ok := c.Value.(string); return ok && v == s })
+		for _, v := range in.Env {
+			found = found || v == s
+		}
+		if found && !slices.Contains(kept, s) {
+			kept = append(kept, s)
+		}
+	}
+	return kept
+}
