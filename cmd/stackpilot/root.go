@@ -60,7 +60,8 @@ func (c *cli) newRoot() *cobra.Command {
 		Use:   "stackpilot",
 		Short: "Stackpilot's command-line tool",
 		Long: `stackpilot works with Stackpilot, the operator that delivers Pulumi stacks from Git
-and OCI artifacts: package and sign programs as artifacts, and run a demo.
+and OCI artifacts: package and sign programs as artifacts, check drift, review
+and approve plans, and run a demo.
 
 Commands that talk to Kubernetes read the kubeconfig like kubectl does
 (--kubeconfig, else $KUBECONFIG, else ~/.kube/config; --context, -n).`,
@@ -87,6 +88,8 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newDemoCmd(),
 		c.newArtifactCmd(),
 		c.newDriftCmd(),
+		c.newPlanCmd(),
+		c.newApproveCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)
