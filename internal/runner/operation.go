@@ -37,7 +37,7 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err := validate(spec); err != nil {
 		return stepErr(phaseSpec, err)
 	}
-	if err := checkPlanFile(spec); err != nil {
+	if err := preparePlanFile(spec); err != nil {
 		return stepErr(phaseOperation, err)
 	}
 	project, err := ProjectName(spec.WorkDir)

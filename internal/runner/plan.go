@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -90,18 +91,31 @@ func (e *PlanFileError) Error() string {
 
 func (e *PlanFileError) Unwrap() error { return e.Err }
 
-// checkPlanFile makes sure the plan of an up is there before any process
-// starts: without it the CLI would fail with a bare "no such file".
-func checkPlanFile(spec Spec) error {
-	if spec.Type != OpUp || spec.Plan == "" {
+// preparePlanFile runs before any process starts. For an up it makes sure the
+// plan is there: without it the CLI would fail with a bare "no such file".
+// For a preview it removes the plan an earlier preview left at the path, so
+// that a preview that fails leaves no plan behind to be applied (Pulumi
+// writes the file only when the preview succeeds), and creates the folder.
+func preparePlanFile(spec Spec) error {
+	if spec.Plan == "" {
 		return nil
 	}
-	fi, err := os.Stat(spec.Plan)
-	if err == nil && !fi.Mode().IsRegular() {
-		err = errors.New("not a regular file")
-	}
-	if err != nil {
-		return &PlanFileError{Path: spec.Plan, Err: unwrapPathError(err)}
+	switch spec.Type {
+	case OpUp:
+		fi, err := os.Stat(spec.Plan)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = errors.New("not a regular file")
+		}
+		if err != nil {
+			return &PlanFileError{Path: spec.Plan, Err: unwrapPathError(err)}
+		}
+	case OpPreview:
+		if err := os.MkdirAll(filepath.Dir(spec.Plan), 0o700); err != nil {
+			return fmt.Errorf("the folder of the plan file: %w", err)
+		}
+		if err := os.Remove(spec.Plan); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the earlier plan: %w", err)
+		}
 	}
 	return nil
 }
