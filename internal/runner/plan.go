@@ -17,16 +17,23 @@ import (
 // the engine (`pulumi up --plan`), which checks each step against it before
 // taking it: a create, update, replace or delete the plan does not hold, or
 // inputs other than the planned ones, fail that resource, and it is not
-// touched. The up then ends with ErrorPlanInvalid and Pulumi's reasons.
+// touched. The up then ends with ErrorPlanInvalid, its Message
+// "the plan is no longer valid: " and Pulumi's reasons. A plan goes invalid
+// when anything the program reads changes after the preview (another stack's
+// outputs, a config value, the world found by a refresh: drift after a plan
+// that changed nothing makes the up's repair a step no plan holds), never
+// because of time alone.
 //
-// The pinned CLI (v3.276) lists `up --plan` only with PULUMI_EXPERIMENTAL set,
-// but parses and honours the hidden flag without it; the runner does not set
-// the variable, because it also switches on the engine's other experiments
-// (and makes every up generate a plan of its own). `--skip-preview` stays: the
-// engine constrains the update to the given plan, no new preview is needed.
-// Secret values never reach the plan file (no --show-secrets: they are
-// encrypted with the stack's secrets provider) nor the engine's violation
-// text (redacted as "[secret]").
+// Measured with the pinned CLI (v3.276), YAML host and Kubernetes provider
+// (plan_e2e_test.go): the CLI lists `up --plan` only with PULUMI_EXPERIMENTAL
+// set, but parses and honours the hidden flag without it. The runner does not
+// set the variable: it would switch on the engine's other experiments too,
+// and make every up generate a plan of its own. `--skip-preview` stays (the
+// engine checks against the given plan, it needs no preview of its own), and
+// so does `--refresh` (refresh steps are not checked, the update steps after
+// them are). Secret values reach neither the plan file (without
+// --show-secrets they are encrypted with the stack's secrets provider) nor
+// the engine's reasons (shown as "[secret]").
 
 // planArgs are the CLI arguments that save or apply Spec.Plan.
 func planArgs(spec Spec) []string {
