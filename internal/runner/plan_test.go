@@ -97,6 +97,11 @@ func TestRunMissingPlanFile(t *testing.T) {
 	g.Expect(res.ErrorClass).To(Equal(ErrorPlanInvalid))
 	g.Expect(res.Message).To(ContainSubstring("not a regular file"))
 
+	spec.Plan = "plans/p.json"
+	res = Run(context.Background(), spec)
+	g.Expect(res.ErrorClass).To(Equal(ErrorInternal))
+	g.Expect(res.Message).To(ContainSubstring("plan must be an absolute path"))
+
 	// A preview writes the plan: its folder is made, an earlier plan removed.
 	spec.Type, spec.Plan = OpPreview, filepath.Join(dir, "plans", "new.json")
 	g.Expect(preparePlanFile(spec)).To(Succeed())
