@@ -37,7 +37,7 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err := validate(spec); err != nil {
 		return stepErr(phaseSpec, err)
 	}
-	if err := checkPlanFile(spec); err != nil {
+	if err := preparePlanFile(spec); err != nil {
 		return stepErr(phaseOperation, err)
 	}
 	project, err := ProjectName(spec.WorkDir)
@@ -357,6 +357,9 @@ func validate(spec Spec) error {
 	case spec.Backend == "":
 		// Never fall back to whatever the environment is logged in to.
 		return &SpecError{Reason: "backend is empty"}
+	case spec.Plan != "" && !filepath.IsAbs(spec.Plan):
+		// The CLI runs in the work dir, the runner does not.
+		return &SpecError{Reason: "plan must be an absolute path"}
 	}
 	switch spec.Type {
 	case OpPreview, OpUp, OpRefresh, OpDestroy, OpDriftCheck, OpOutputs:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -16,16 +17,23 @@ import (
 // the engine (`pulumi up --plan`), which checks each step against it before
 // taking it: a create, update, replace or delete the plan does not hold, or
 // inputs other than the planned ones, fail that resource, and it is not
-// touched. The up then ends with ErrorPlanInvalid and Pulumi's reasons.
+// touched. The up then ends with ErrorPlanInvalid, its Message
+// "the plan is no longer valid: " and Pulumi's reasons. A plan goes invalid
+// when anything the program reads changes after the preview (another stack's
+// outputs, a config value, the world found by a refresh: drift after a plan
+// that changed nothing makes the up's repair a step no plan holds), never
+// because of time alone.
 //
-// The pinned CLI (v3.276) lists `up --plan` only with PULUMI_EXPERIMENTAL set,
-// but parses and honours the hidden flag without it; the runner does not set
-// the variable, because it also switches on the engine's other experiments
-// (and makes every up generate a plan of its own). `--skip-preview` stays: the
-// engine constrains the update to the given plan, no new preview is needed.
-// Secret values never reach the plan file (no --show-secrets: they are
-// encrypted with the stack's secrets provider) nor the engine's violation
-// text (redacted as "[secret]").
+// Measured with the pinned CLI (v3.276), YAML host and Kubernetes provider
+// (plan_e2e_test.go): the CLI lists `up --plan` only with PULUMI_EXPERIMENTAL
+// set, but parses and honours the hidden flag without it. The runner does not
+// set the variable: it would switch on the engine's other experiments too,
+// and make every up generate a plan of its own. `--skip-preview` stays (the
+// engine checks against the given plan, it needs no preview of its own), and
+// so does `--refresh` (refresh steps are not checked, the update steps after
+// them are). Secret values reach neither the plan file (without
+// --show-secrets they are encrypted with the stack's secrets provider) nor
+// the engine's reasons (shown as "[secret]").
 
 // planArgs are the CLI arguments that save or apply Spec.Plan.
 func planArgs(spec Spec) []string {
@@ -90,18 +98,31 @@ func (e *PlanFileError) Error() string {
 
 func (e *PlanFileError) Unwrap() error { return e.Err }
 
-// checkPlanFile makes sure the plan of an up is there before any process
-// starts: without it the CLI would fail with a bare "no such file".
-func checkPlanFile(spec Spec) error {
-	if spec.Type != OpUp || spec.Plan == "" {
+// preparePlanFile runs before any process starts. For an up it makes sure the
+// plan is there: without it the CLI would fail with a bare "no such file".
+// For a preview it removes the plan an earlier preview left at the path, so
+// that a preview that fails leaves no plan behind to be applied (Pulumi
+// writes the file only when the preview succeeds), and creates the folder.
+func preparePlanFile(spec Spec) error {
+	if spec.Plan == "" {
 		return nil
 	}
-	fi, err := os.Stat(spec.Plan)
-	if err == nil && !fi.Mode().IsRegular() {
-		err = errors.New("not a regular file")
-	}
-	if err != nil {
-		return &PlanFileError{Path: spec.Plan, Err: unwrapPathError(err)}
+	switch spec.Type {
+	case OpUp:
+		fi, err := os.Stat(spec.Plan)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = errors.New("not a regular file")
+		}
+		if err != nil {
+			return &PlanFileError{Path: spec.Plan, Err: unwrapPathError(err)}
+		}
+	case OpPreview:
+		if err := os.MkdirAll(filepath.Dir(spec.Plan), 0o700); err != nil {
+			return fmt.Errorf("the folder of the plan file: %w", err)
+		}
+		if err := os.Remove(spec.Plan); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the earlier plan: %w", err)
+		}
 	}
 	return nil
 }

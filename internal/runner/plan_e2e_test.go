@@ -12,6 +12,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/internal/testenv"
@@ -191,6 +193,47 @@ func TestRunUpdatePlan(t *testing.T) {
 	u4 := up("p4.json")
 	g.Expect(u4.Outcome).To(Equal(OutcomeSucceeded), u4.Message)
 	g.Expect(configMap("plan-managed")).To(Equal(map[string]string{"greeting": "hola", "token": "tok-cccc-3333"}))
+
+	// Plans hold with a refresh first (spec.refresh): the refresh steps are
+	// not checked against the plan, the update steps are.
+	setUpstream("salut", "tok-dddd-4444")
+	withRefresh := func(typ OperationType, plan string) Result {
+		t.Helper()
+		spec := e.spec(typ, config...)
+		spec.Plan, spec.Refresh = filepath.Join(plans, plan), true
+		return e.run(spec)
+	}
+	p5 := withRefresh(OpPreview, "p5.json")
+	g.Expect(p5.Outcome).To(Equal(OutcomeSucceeded), p5.Message)
+	u5 := withRefresh(OpUp, "p5.json")
+	g.Expect(u5.Outcome).To(Equal(OutcomeSucceeded), u5.Message)
+	g.Expect(configMap("plan-managed")).To(Equal(map[string]string{"greeting": "salut", "token": "tok-dddd-4444"}))
+
+	// Drift after a plan that changes nothing: the refresh of the up finds
+	// it, and putting the program's value back is a step no plan holds.
+	p6 := withRefresh(OpPreview, "p6.json")
+	g.Expect(p6.Outcome).To(Equal(OutcomeSucceeded), p6.Message)
+	g.Expect(p6.Resources).To(BeEmpty())
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plan-managed"}}
+	g.Expect(kube.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType,
+		[]byte(`{"data":{"greeting":"drifted"}}`)))).To(Succeed())
+	u6 := withRefresh(OpUp, "p6.json")
+	g.Expect(u6.ErrorClass).To(Equal(ErrorPlanInvalid), u6.Message)
+	g.Expect(configMap("plan-managed")).To(HaveKeyWithValue("greeting", "drifted"))
+}
+
+// TestRunFailedPreviewLeavesNoPlan: a plan left at the path by an earlier
+// preview is gone when the next preview fails, so it cannot be applied.
+func TestRunFailedPreviewLeavesNoPlan(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	e := newE2E(t, "name: broken\nruntime: yaml\noutputs:\n  value: ${undefinedThing}\n")
+	spec := e.spec(OpPreview)
+	spec.Plan = filepath.Join(t.TempDir(), "plan.json")
+	g.Expect(os.WriteFile(spec.Plan, []byte(`{"resourcePlans":{}}`), 0o600)).To(Succeed())
+	res := e.run(spec)
+	g.Expect(res.ErrorClass).To(Equal(ErrorProgram), res.Message)
+	g.Expect(spec.Plan).NotTo(BeAnExistingFile())
 }
 
 // lastUpdateEnvironment is the environment Pulumi recorded with the stack's

@@ -97,7 +97,16 @@ func TestRunMissingPlanFile(t *testing.T) {
 	g.Expect(res.ErrorClass).To(Equal(ErrorPlanInvalid))
 	g.Expect(res.Message).To(ContainSubstring("not a regular file"))
 
-	// A preview writes the plan: it need not exist.
-	spec.Type, spec.Plan = OpPreview, filepath.Join(dir, "new.json")
-	g.Expect(checkPlanFile(spec)).To(Succeed())
+	spec.Plan = "plans/p.json"
+	res = Run(context.Background(), spec)
+	g.Expect(res.ErrorClass).To(Equal(ErrorInternal))
+	g.Expect(res.Message).To(ContainSubstring("plan must be an absolute path"))
+
+	// A preview writes the plan: its folder is made, an earlier plan removed.
+	spec.Type, spec.Plan = OpPreview, filepath.Join(dir, "plans", "new.json")
+	g.Expect(preparePlanFile(spec)).To(Succeed())
+	g.Expect(filepath.Join(dir, "plans")).To(BeADirectory())
+	g.Expect(os.WriteFile(spec.Plan, []byte("{}"), 0o600)).To(Succeed())
+	g.Expect(preparePlanFile(spec)).To(Succeed())
+	g.Expect(spec.Plan).NotTo(BeAnExistingFile())
 }

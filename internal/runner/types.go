@@ -62,7 +62,13 @@ type Spec struct {
 	// saves its plan there (`pulumi preview --save-plan`); an up with Plan set
 	// applies exactly that plan (`pulumi up --plan`): an up that would do
 	// anything the plan does not hold fails with ErrorPlanInvalid, having
-	// applied nothing beyond it. Ignored for other operation types.
+	// applied nothing beyond it. The path must be absolute; a preview removes
+	// an earlier file there first (a failed preview leaves none) and creates
+	// its folder; a missing file fails an up with ErrorPlanInvalid. Give the up
+	// the same Config, Refresh, Targets and IgnoreChanges as its preview: they
+	// shape the steps the plan is checked against. Secret values in the file
+	// are encrypted with the stack's secrets provider. Ignored for other
+	// operation types.
 	Plan    string   `json:"plan,omitempty"`
 	Targets []string `json:"targets,omitempty"` // URNs to limit the operation to
 
