@@ -154,4 +154,10 @@ func TestResolveStackOutputs(t *testing.T) {
 	r.allowCrossNamespace = true
 	_, err = r.resolve(ctx, down)
 	g.Expect(err.Error()).To(ContainSubstring("Stack elsewhere/network not found"))
+
+	// The data keys of configMapRef and secretRef are not the outputs' keys.
+	down.Spec.ConfigFrom[0].Keys = []string{"cidr"}
+	_, err = r.resolve(ctx, down)
+	g.Expect(reasonOf(err, "")).To(Equal(v1alpha1.InvalidSpecReason))
+	g.Expect(err.Error()).To(ContainSubstring("stackOutputs.keys"))
 }
