@@ -73,6 +73,10 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 	values := map[string]runner.ConfigValue{}
 	for i, src := range spec.ConfigFrom {
 		if src.StackOutputs != nil {
+			if len(src.Keys) > 0 {
+				return nil, stalling(v1alpha1.InvalidSpecReason,
+					"spec.configFrom[%d]: keys is for configMapRef and secretRef; choose the outputs with stackOutputs.keys", i)
+			}
 			vals, err := r.stackOutputs(ctx, stack, fmt.Sprintf("spec.configFrom[%d].stackOutputs", i), src.StackOutputs)
 			if err != nil {
 				return nil, err

@@ -154,4 +154,38 @@ func TestResolveStackOutputs(t *testing.T) {
 	r.allowCrossNamespace = true
 	_, err = r.resolve(ctx, down)
 	g.Expect(err.Error()).To(ContainSubstring("Stack elsewhere/network not found"))
+
+	// The data keys of configMapRef and secretRef are not the outputs' keys.
+	down.Spec.ConfigFrom[0].Keys = []string{"cidr"}
+	_, err = r.resolve(ctx, down)
+	g.Expect(reasonOf(err, "")).To(Equal(v1alpha1.InvalidSpecReason))
+	g.Expect(err.Error()).To(ContainSubstring("stackOutputs.keys"))
+}
+
+// TestOutputsDriftWithoutAnnotations: an outputs Secret published before the
+// annotations existed is published again (from the stack's state), so that
+// downstream Stacks learn which outputs are secret and which are JSON.
+func TestOutputsDriftWithoutAnnotations(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(scheme)
+	_ = corev1.AddToScheme(scheme)
+	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "network", UID: "u"},
+		Spec: v1alpha1.StackSpec{Outputs: &v1alpha1.OutputsTarget{SecretName: "network-outputs"}}}
+	outputs := map[string]runner.Output{"cidr": {Value: "10.0.0.0/16"}, "token": {Value: "t", Secret: true}}
+	stack.Status.Outputs, _ = statusOutputs(outputs, stack.Spec.Outputs)
+	sec := publishedSecret(stack, "network-outputs", outputs)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(sec).Build()
+	r := &StackReconciler{Client: c, APIReader: c}
+
+	drift, err := r.outputsDrift(ctx, stack)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(drift).To(BeEmpty(), "as the publisher writes it")
+
+	delete(sec.Annotations, v1alpha1.SecretOutputsAnnotation)
+	g.Expect(c.Update(ctx, sec)).To(Succeed())
+	drift, err = r.outputsDrift(ctx, stack)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(drift).To(Equal("outputs Secret network-outputs has no stackpilot.dev/secret-outputs annotation"))
 }

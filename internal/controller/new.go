@@ -39,8 +39,8 @@ type Config struct {
 	ArtifactMaxSize int64
 	// Flux fetches Flux sources' artifacts; made with ArtifactMaxSize when nil.
 	Flux *FluxSource
-	// AllowCrossNamespaceRefs lets a Stack follow a Flux source in another
-	// namespace.
+	// AllowCrossNamespaceRefs lets a Stack follow a Flux source, or depend on
+	// a Stack, in another namespace.
 	AllowCrossNamespaceRefs bool
 	// PodNamespace is the controller Pod's namespace; when empty, the
 	// POD_NAMESPACE environment variable (set from the downward API).

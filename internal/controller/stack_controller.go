@@ -39,8 +39,9 @@ type StackReconciler struct {
 	Source        *GitSource
 	OCI           *OCISource
 	Flux          *FluxSource
-	// AllowCrossNamespaceRefs lets spec.source.sourceRef name a source in
-	// another namespace (--allow-cross-namespace-refs).
+	// AllowCrossNamespaceRefs lets spec.source.sourceRef name a source, and
+	// spec.dependsOn and configFrom stackOutputs a Stack, in another
+	// namespace (--allow-cross-namespace-refs).
 	AllowCrossNamespaceRefs bool
 	Artifacts               *artifact.Store
 	// WorkDir holds one work tree per operation (artifact.LinkTree): on the

@@ -95,21 +95,30 @@ func TestNotReadyBecause(t *testing.T) {
 		mutate func(*v1alpha1.Stack)
 		want   string
 	}{
-		"ready":             {func(*v1alpha1.Stack) {}, ""},
-		"never reconciled":  {func(s *v1alpha1.Stack) { s.Status = v1alpha1.StackStatus{} }, "has not reconciled its latest generation (1) yet"},
-		"new generation":    {func(s *v1alpha1.Stack) { s.Generation = 2 }, "has not reconciled its latest generation (2) yet"},
-		"not ready":         {func(s *v1alpha1.Stack) { conditions.MarkFalse(s, v1alpha1.ReadyCondition, "ProgramError", "boom\nmore") }, "is not Ready (ProgramError: boom)"},
-		"deleting":          {func(s *v1alpha1.Stack) { now := metav1.Now(); s.DeletionTimestamp = &now }, "is being deleted"},
-		"running an up":     {func(s *v1alpha1.Stack) { s.Status.CurrentOperation = &v1alpha1.OperationRecord{ID: "up-1", Type: v1alpha1.OperationUp} }, "is running an operation (up up-1)"},
-		"pending plan":      {func(s *v1alpha1.Stack) { s.Status.PendingPlan = &v1alpha1.PendingPlan{ID: "p-1"} }, "has a plan waiting for approval (p-1)"},
-		"nothing applied":   {func(s *v1alpha1.Stack) { s.Status.LastAppliedProgramDigest = "" }, "has not applied anything yet"},
-		"failed attempt":    {func(s *v1alpha1.Stack) { s.Status.LastAttemptedInputsDigest = "hmac-sha256:new" }, "has a change that is not applied (its last attempt did not succeed)"},
-		"older revision":    {func(s *v1alpha1.Stack) { s.Status.LastAppliedRevision = "main@sha1:old" }, "has not applied revision main@sha1:abc yet (it is at main@sha1:old)"},
-		"other repo":        {func(s *v1alpha1.Stack) { s.Status.LastAppliedRevision = "main@sha1:old"; s.Spec.Source.Git.URL = "https://git.example/other" }, ""},
-		"drift check":       {func(s *v1alpha1.Stack) { s.Status.CurrentOperation = &v1alpha1.OperationRecord{ID: "d-1", Type: v1alpha1.OperationDriftCheck} }, ""},
-		"suspended, ready":  {func(s *v1alpha1.Stack) { s.Spec.Suspend = true }, ""},
-		"stale ready":       {func(s *v1alpha1.Stack) { s.Status.Conditions[0].ObservedGeneration = 0 }, "has not reconciled its latest generation (1) yet"},
-		"no ready":          {func(s *v1alpha1.Stack) { s.Status.Conditions = nil }, "is not Ready yet"},
+		"ready":            {func(*v1alpha1.Stack) {}, ""},
+		"never reconciled": {func(s *v1alpha1.Stack) { s.Status = v1alpha1.StackStatus{} }, "has not reconciled its latest generation (1) yet"},
+		"new generation":   {func(s *v1alpha1.Stack) { s.Generation = 2 }, "has not reconciled its latest generation (2) yet"},
+		"not ready": {func(s *v1alpha1.Stack) {
+			conditions.MarkFalse(s, v1alpha1.ReadyCondition, "ProgramError", "boom\nmore")
+		}, "is not Ready (ProgramError: boom)"},
+		"deleting": {func(s *v1alpha1.Stack) { now := metav1.Now(); s.DeletionTimestamp = &now }, "is being deleted"},
+		"running an up": {func(s *v1alpha1.Stack) {
+			s.Status.CurrentOperation = &v1alpha1.OperationRecord{ID: "up-1", Type: v1alpha1.OperationUp}
+		}, "is running an operation (up up-1)"},
+		"pending plan":    {func(s *v1alpha1.Stack) { s.Status.PendingPlan = &v1alpha1.PendingPlan{ID: "p-1"} }, "has a plan waiting for approval (p-1)"},
+		"nothing applied": {func(s *v1alpha1.Stack) { s.Status.LastAppliedProgramDigest = "" }, "has not applied anything yet"},
+		"failed attempt":  {func(s *v1alpha1.Stack) { s.Status.LastAttemptedInputsDigest = "hmac-sha256:new" }, "has a change that is not applied (its last attempt did not succeed)"},
+		"older revision":  {func(s *v1alpha1.Stack) { s.Status.LastAppliedRevision = "main@sha1:old" }, "has not applied revision main@sha1:abc yet (it is at main@sha1:old)"},
+		"other repo": {func(s *v1alpha1.Stack) {
+			s.Status.LastAppliedRevision = "main@sha1:old"
+			s.Spec.Source.Git.URL = "https://git.example/other"
+		}, ""},
+		"drift check": {func(s *v1alpha1.Stack) {
+			s.Status.CurrentOperation = &v1alpha1.OperationRecord{ID: "d-1", Type: v1alpha1.OperationDriftCheck}
+		}, ""},
+		"suspended, ready": {func(s *v1alpha1.Stack) { s.Spec.Suspend = true }, ""},
+		"stale ready":      {func(s *v1alpha1.Stack) { s.Status.Conditions[0].ObservedGeneration = 0 }, "has not reconciled its latest generation (1) yet"},
+		"no ready":         {func(s *v1alpha1.Stack) { s.Status.Conditions = nil }, "is not Ready yet"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
