@@ -53,6 +53,9 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		Interval:             stack.GetRequeueAfter(),
 	}
 	st.decision = decide(in)
+	if a := st.decision.Action; a == ActionNone || a == ActionSkip {
+		r.settlePlan(st)
+	}
 	switch st.decision.Action {
 	case ActionNone:
 		conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
