@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,21 +21,19 @@ import (
 )
 
 // approvalProgram owns the ConfigMap approval-managed: its color is in the
-// program, and its copied value is read with a get from the ConfigMap
-// approval-source, which the Stack does not reference: changing it changes
-// no input, only what an up would write (a plan made before is no longer
-// valid then).
-func approvalProgram(color string) string {
+// program, and its copied value is read from the file source on the
+// controller's host, which no input of the Stack covers: changing it
+// changes only what an up would write, so a plan made before it is no
+// longer valid. (A `get` of a ConfigMap, the obvious way, makes pulumi-yaml
+// v1.25 fail an assertion: it adds the type's apiVersion and kind to the
+// get's properties.)
+func approvalProgram(color, source string) string {
 	return `name: approval
 runtime: yaml
 config:
   namespace:
     type: string
 resources:
-  source:
-    type: kubernetes:core/v1:ConfigMap
-    get:
-      id: ${namespace}/approval-source
   managed:
     type: kubernetes:core/v1:ConfigMap
     properties:
@@ -44,7 +42,8 @@ resources:
         namespace: ${namespace}
       data:
         color: ` + color + `
-        copied: ${source.data.value}
+        copied:
+          fn::readFile: ` + source + `
 `
 }
 
@@ -52,17 +51,26 @@ resources:
 // history record names it (approvedBy, from managedFields).
 const approver = "alice"
 
+type approvalFixture struct {
+	*fixture
+	source string // the file the program copies into approval-managed
+}
+
 // newApprovalFixture is newFixture with approvalProgram("blue") at app/ and
-// approval-source holding value "v1".
-func newApprovalFixture(t *testing.T) *fixture {
+// the source file holding "v1".
+func newApprovalFixture(t *testing.T) *approvalFixture {
 	t.Helper()
-	f := newFixture(t)
-	f.commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": approvalProgram("blue")}, "approval program")
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "approval-source"}, Data: map[string]string{"value": "v1"}}
-	if err := env.Client.Create(context.Background(), cm); err != nil {
+	f := &approvalFixture{fixture: newFixture(t), source: filepath.Join(t.TempDir(), "source.txt")}
+	f.setSource(t, "v1")
+	f.commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": approvalProgram("blue", f.source)}, "approval program")
+	return f
+}
+
+func (f *approvalFixture) setSource(t *testing.T, value string) {
+	t.Helper()
+	if err := os.WriteFile(f.source, []byte(value), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return f
 }
 
 // approvalStack is f.stack without published outputs, in mode.
@@ -74,9 +82,9 @@ func (f *fixture) approvalStack(name string, mode v1alpha1.ApprovalMode) *v1alph
 }
 
 // commit commits approvalProgram(color) and asks for a reconcile.
-func (f *fixture) commitColor(t *testing.T, key client.ObjectKey, color string) string {
+func (f *approvalFixture) commitColor(t *testing.T, key client.ObjectKey, color string) string {
 	t.Helper()
-	sha := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": approvalProgram(color)}, color)
+	sha := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": approvalProgram(color, f.source)}, color)
 	requestReconcile(t, key)
 	return sha
 }

@@ -31,7 +31,7 @@ func TestApprovalManual(t *testing.T) {
 	ctx := context.Background()
 	f := newApprovalFixture(t)
 	f.start(t)
-	logOnFailure(t, f)
+	logOnFailure(t, f.fixture)
 	stack := f.approvalStack("manual", v1alpha1.ApprovalManual)
 	if err := env.Client.Create(ctx, stack); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestApprovalManual(t *testing.T) {
 
 			// What the program reads changes after the plan: the up would
 			// write copied=v2, which the plan does not hold.
-			patchObject(t, configMapRef(f.ns, "approval-source"), `{"data":{"value":"v2"}}`)
+			f.setSource(t, "v2")
 			approve(t, key, plan.ID)
 			g.Eventually(func(g Gomega) {
 				s := getStack(g, key)
@@ -204,7 +204,7 @@ func TestApprovalPreviewOnly(t *testing.T) {
 	g := NewWithT(t)
 	f := newApprovalFixture(t)
 	f.start(t)
-	logOnFailure(t, f)
+	logOnFailure(t, f.fixture)
 	stack := f.approvalStack("preview", v1alpha1.ApprovalPreviewOnly)
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	key := client.ObjectKeyFromObject(stack)
