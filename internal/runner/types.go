@@ -89,8 +89,6 @@ type Spec struct {
 
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
-	// Plan: THROWAWAY until h-runplan lands.
-	Plan string `json:"plan,omitempty"`
 }
 
 // StaleLock describes the operation whose lock may be left behind. A lock file
@@ -139,15 +137,14 @@ const (
 type ErrorClass string
 
 const (
-	ErrorNone        ErrorClass = ""
-	ErrorProgram     ErrorClass = "program"  // the Pulumi program or its config is wrong
-	ErrorAuth        ErrorClass = "auth"     // credentials refused (backend or provider)
-	ErrorBackend     ErrorClass = "backend"  // the state backend is unreachable or broken
-	ErrorLocked      ErrorClass = "locked"   // the stack is locked by another update
-	ErrorClaimed     ErrorClass = "claimed"  // the stack belongs to another Stack (stack tag stackpilot:owner)
-	ErrorTimeout     ErrorClass = "timeout"  // the operation ran past its timeout
-	ErrorInternal    ErrorClass = "internal" // a bug or an environment problem in Stackpilot
-	ErrorPlanInvalid ErrorClass = "plan"     // THROWAWAY until h-runplan lands
+	ErrorNone     ErrorClass = ""
+	ErrorProgram  ErrorClass = "program"  // the Pulumi program or its config is wrong
+	ErrorAuth     ErrorClass = "auth"     // credentials refused (backend or provider)
+	ErrorBackend  ErrorClass = "backend"  // the state backend is unreachable or broken
+	ErrorLocked   ErrorClass = "locked"   // the stack is locked by another update
+	ErrorClaimed  ErrorClass = "claimed"  // the stack belongs to another Stack (stack tag stackpilot:owner)
+	ErrorTimeout  ErrorClass = "timeout"  // the operation ran past its timeout
+	ErrorInternal ErrorClass = "internal" // a bug or an environment problem in Stackpilot
 )
 
 // Result is what the runner writes when an operation ends, whatever the outcome.
