@@ -132,3 +132,5 @@ func TestAnnotationWriter(t *testing.T) {
 }
 
 func secs(s int) time.Duration { return time.Duration(s) * time.Second }
+
+func writeFile(path string) error { return os.WriteFile(path, []byte(`{}`), 0o600) }
