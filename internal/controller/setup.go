@@ -40,7 +40,7 @@ func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Stack{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, reconcileRequested{}))).
+			predicate.GenerationChangedPredicate{}, reconcileRequested{}, approvalChanged{}))).
 		Watches(&v1alpha1.Stack{}, handler.EnqueueRequestsFromMapFunc(r.dependents),
 			builder.WithPredicates(dependencyChanged{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing("Secret")),
