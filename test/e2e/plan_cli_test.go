@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -272,9 +274,17 @@ func TestApproveCLI(t *testing.T) {
 	}
 	setMode(g, key, v1alpha1.ApprovalManual)
 
-	out, errOut, code := mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", "p-1")
-	g.Expect(code).To(Equal(0), errOut)
-	g.Expect(out).To(Equal(fmt.Sprintf("Approved plan p-1 of Stack %s/approve-cli (revision main@sha1:n3w: 59 to create, 1 to update).\n", f.ns)))
+	// Installed under another name (a kubectl plugin), the CLI still writes
+	// as field manager "stackpilot": without an explicit one the API server
+	// would name the manager after the binary.
+	plugin := filepath.Join(t.TempDir(), "kubectl-stackpilot")
+	g.Expect(os.Symlink(cliBin, plugin)).To(Succeed())
+	cmd := exec.Command(plugin, "--kubeconfig", env.Kubeconfig, "-n", f.ns, "approve", s.Name, "--plan", "p-1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(HaveOccurred(), stderr.String())
+	g.Expect(string(out)).To(Equal(fmt.Sprintf("Approved plan p-1 of Stack %s/approve-cli (revision main@sha1:n3w: 59 to create, 1 to update).\n", f.ns)))
 	approved := getStack(g, key)
 	g.Expect(approved.Annotations).To(Equal(map[string]string{"team": "platform", v1alpha1.ApproveAnnotation: "p-1"}))
 	g.Expect(approveManager(approved)).To(Equal("stackpilot"), "the controller names the approver from managedFields")
