@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -125,9 +126,14 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
+	// The full plans that wait for approval are served beside the metrics
+	// (the Service stackpilot-controller, port metrics); the handler gets its
+	// store and client once the reconciler exists, before the manager starts.
+	plans := &controller.PlanHandler{}
 	mgrOpts := ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		Scheme: scheme,
+		Metrics: metricsserver.Options{BindAddress: f.metricsAddr,
+			ExtraHandlers: map[string]http.Handler{controller.PlansPath: plans}},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "stackpilot-controller-leader",
@@ -178,6 +184,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	plans.Store, plans.Reader = r.Plans, mgr.GetClient()
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
 		return err

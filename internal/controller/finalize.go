@@ -47,6 +47,9 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	}
 	controllerutil.RemoveFinalizer(stack, v1alpha1.StackFinalizer)
 	r.inflight.forget(stack.UID)
+	if r.Plans != nil {
+		_ = r.Plans.RemoveStack(stack.UID) // its plans can never be applied now
+	}
 	stackDrifted.DeleteLabelValues(stack.Namespace, stack.Name)
 	return st.patcher.Patch(ctx, stack)
 }

@@ -15,7 +15,8 @@ import (
 // Config is what NewStackReconciler needs besides the manager.
 type Config struct {
 	// DataDir holds the artifact cache (artifacts/), per-operation work trees
-	// (work/) and, by default, PULUMI_HOME (pulumi-home/).
+	// (work/), the plans that wait for approval (plans/) and, by default,
+	// PULUMI_HOME (pulumi-home/).
 	DataDir                 string
 	DefaultBackend          string
 	DefaultPassphraseSecret string
@@ -60,6 +61,10 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if err != nil {
 		return nil, err
 	}
+	plans, err := NewPlanStore(filepath.Join(cfg.DataDir, "plans"))
+	if err != nil {
+		return nil, err
+	}
 	if cfg.DigestKeySecret.Name == "" || cfg.DigestKeySecret.Namespace == "" {
 		return nil, fmt.Errorf("the inputs digest key Secret needs a name and a namespace, got %q", cfg.DigestKeySecret)
 	}
@@ -98,6 +103,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		AllowCrossNamespaceRefs: cfg.AllowCrossNamespaceRefs,
 		Artifacts:               store,
 		WorkDir:                 filepath.Join(cfg.DataDir, "work"),
+		Plans:                   plans,
 		PulumiHome:              filepath.Join(cfg.DataDir, "pulumi-home"),
 		PulumiCommand:           cfg.PulumiCommand,
 		DefaultBackend:          cfg.DefaultBackend,

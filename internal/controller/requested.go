@@ -37,3 +37,14 @@ func (reconcileRequested) Update(e event.UpdateEvent) bool {
 	newV, ok := requestedAt(e.ObjectNew)
 	return ok && newV != oldV
 }
+
+// approvalChanged passes updates that change the approve annotation: an
+// approval is acted on at once, not at the next interval.
+type approvalChanged struct{ predicate.Funcs }
+
+func (approvalChanged) Update(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return false
+	}
+	return e.ObjectOld.GetAnnotations()[v1alpha1.ApproveAnnotation] != e.ObjectNew.GetAnnotations()[v1alpha1.ApproveAnnotation]
+}

@@ -35,7 +35,7 @@ func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Stack{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, reconcileRequested{}))).
+			predicate.GenerationChangedPredicate{}, reconcileRequested{}, approvalChanged{}))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing("Secret")),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing("ConfigMap")),

@@ -66,6 +66,8 @@ type StackReconciler struct {
 	// PodNamespace is the controller Pod's namespace (env POD_NAMESPACE), where
 	// it looks for the Pod of an interrupted operation; empty outside a Pod.
 	PodNamespace string
+	// Plans keeps the plans that wait for approval (plan_store.go).
+	Plans *PlanStore
 	// IntervalJitter spreads each requeue at spec.interval over ±p % of it, so
 	// that Stacks created together do not wake together (jitter.go). Retries
 	// and backoff waits are not jittered. The zero value adds none.
@@ -105,6 +107,8 @@ type reconcileState struct {
 	recovered *v1alpha1.OperationRecord
 	// operationStarted is set once an operation's start is recorded in status.
 	operationStarted bool
+	// approved is the approved plan runUp applies (gateApproval).
+	approved *approvedPlan
 }
 
 // Reconcile is the entry point of controller-runtime.
@@ -143,6 +147,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.checkDrift,
 		r.restoreOutputs,
 		r.fetchArtifact,
+		r.gateApproval,
 		r.runUp,
 		r.publishOutputs,
 		r.checkDriftAfterUp,

@@ -53,6 +53,9 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		Interval:             stack.GetRequeueAfter(),
 	}
 	st.decision = decide(in)
+	if a := st.decision.Action; a == ActionNone || a == ActionSkip {
+		r.settlePlan(st)
+	}
 	switch st.decision.Action {
 	case ActionNone:
 		conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
@@ -88,10 +91,10 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 }
 
 // lastAttemptFinished is when the newest finished attempt (an operation
-// other than a drift check) ended.
+// other than a drift check or a preview: they apply nothing) ended.
 func lastAttemptFinished(stack *v1alpha1.Stack) time.Time {
 	for _, h := range stack.Status.History {
-		if h.FinishedAt != nil && h.Type != v1alpha1.OperationDriftCheck {
+		if h.FinishedAt != nil && h.Type != v1alpha1.OperationDriftCheck && h.Type != v1alpha1.OperationPreview {
 			return h.FinishedAt.Time
 		}
 	}

@@ -24,11 +24,17 @@ import (
 
 // runUp runs `pulumi up` for the resolved revision and inputs and records it.
 func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepResult, error) {
-	res, err := r.operate(ctx, st, runner.OpUp, st.artifact, st.revision)
+	res, err := r.operateWith(ctx, st, runner.OpUp, st.artifact, st.revision, st.upOptions())
 	if err != nil {
+		if st.approved != nil {
+			r.planFailed(st, err)
+		}
 		return stepDone, err
 	}
 	stack := st.stack
+	if st.approved != nil {
+		r.planApplied(st, res)
+	}
 	stack.Status.LastAppliedRevision = st.revision
 	stack.Status.LastAppliedProgramDigest = st.programDigest
 	stack.Status.InputsDigest = st.inputs.Digest
@@ -64,6 +70,11 @@ type opOptions struct {
 	ignoreChanges map[string][]string
 	// env is added to the operation's environment.
 	env map[string]string
+	// plan is Pulumi's update plan file: a preview saves it there, an up
+	// applies exactly it (runner.Spec.Plan).
+	plan string
+	// planID and approvedBy go into the record of an up of an approved plan.
+	planID, approvedBy string
 }
 
 func (o opOptions) recordType(typ runner.OperationType) v1alpha1.OperationType {
@@ -81,12 +92,14 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 	stack := st.stack
 	recType := opts.recordType(typ)
 	rec := v1alpha1.OperationRecord{
-		ID:        newOperationID(runner.OperationType(recType)),
-		Type:      recType,
-		Revision:  revision,
-		StartedAt: metav1.Now(),
-		Outcome:   v1alpha1.OutcomeRunning,
-		Host:      r.Host,
+		ID:         newOperationID(runner.OperationType(recType)),
+		Type:       recType,
+		Revision:   revision,
+		StartedAt:  metav1.Now(),
+		Outcome:    v1alpha1.OutcomeRunning,
+		Host:       r.Host,
+		Plan:       opts.planID,
+		ApprovedBy: cutUTF8(opts.approvedBy, 253),
 	}
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
@@ -222,6 +235,7 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		ClaimHeld:     claimHeld(st.stack, st.inputs),
 		StaleLock:     r.staleLock(ctx, st.stack),
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
+		Plan:          opts.plan,
 	}
 	res, err := r.Executor.Run(ctx, spec)
 	if changed, verr := r.Artifacts.Verify(art, tree); len(changed) > 0 || verr != nil {
@@ -300,6 +314,8 @@ func failureReason(c runner.ErrorClass) string {
 		return v1alpha1.TimeoutReason
 	case runner.ErrorClaimed:
 		return v1alpha1.StackClaimedReason
+	case runner.ErrorPlanInvalid:
+		return v1alpha1.PlanInvalidReason
 	}
 	return v1alpha1.OperationFailedReason
 }

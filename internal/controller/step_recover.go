@@ -157,6 +157,14 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 	}
 	replaceHistory(stack, rec)
 	stack.Status.CurrentOperation = nil
+	if rec.Type == v1alpha1.OperationPreview {
+		// A preview changes nothing: it is no failed attempt. Its plan was
+		// never kept; the next reconcile previews again.
+		rec.Plan = ""
+		rec.Message = "the controller stopped before the preview finished; it runs again"
+		replaceHistory(stack, rec)
+		return stepContinue, nil
+	}
 	if rec.Type == v1alpha1.OperationDriftCheck {
 		// A check changes nothing: it is not a failed attempt, and Ready,
 		// which is about the last apply, stays. Its slot has passed, so the

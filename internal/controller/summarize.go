@@ -21,7 +21,7 @@ import (
 // its values win over what the API server holds.
 var ownedConditions = []string{
 	v1alpha1.ReadyCondition, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition,
-	v1alpha1.OutputsPublishedCondition, v1alpha1.DriftedCondition,
+	v1alpha1.OutputsPublishedCondition, v1alpha1.DriftedCondition, v1alpha1.PlanPendingCondition,
 }
 
 // maxConditionMessage bounds the messages summarize writes: an error can carry

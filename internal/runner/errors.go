@@ -97,6 +97,14 @@ func classify(f failure) (Outcome, ErrorClass) {
 	if _, ok := errors.AsType[*ConfigError](f.err); ok {
 		return OutcomeFailed, ErrorProgram
 	}
+	if _, ok := errors.AsType[*PlanFileError](f.err); ok {
+		return OutcomeFailed, ErrorPlanInvalid
+	}
+	// A plan violation names values (a ConfigMap's data, an account number)
+	// that must not be taken for the credentials' fault.
+	if p == phaseOperation && len(planFailure(f)) > 0 {
+		return OutcomeFailed, ErrorPlanInvalid
+	}
 	if authPattern.MatchString(text) {
 		return OutcomeFailed, ErrorAuth
 	}
@@ -159,6 +167,14 @@ func message(f failure, class ErrorClass) string {
 	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)):
 		// Our own explanation is complete: who holds the stack, and what to do.
 		return truncate(unwrapStep(f.err).Error(), maxMessage)
+	case class == ErrorPlanInvalid:
+		// Only the engine's reasons: the other lines (a step "failed") are
+		// their consequence.
+		reasons := planFailure(f)
+		if len(reasons) == 0 {
+			reasons = []string{unwrapStep(f.err).Error()} // a PlanFileError
+		}
+		return truncate(planInvalidPrefix+strings.Join(reasons, "\n"), maxMessage)
 	case class == ErrorLocked:
 		lines = append(lines, "the stack is locked by another update; if no update runs any more, "+
 			"clear the lock by hand (`pulumi cancel` against the backend, or remove the lock file named below)")

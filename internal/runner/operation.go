@@ -37,6 +37,9 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err := validate(spec); err != nil {
 		return stepErr(phaseSpec, err)
 	}
+	if err := preparePlanFile(spec); err != nil {
+		return stepErr(phaseOperation, err)
+	}
 	project, err := ProjectName(spec.WorkDir)
 	if err != nil {
 		return stepErr(phaseProject, err)
@@ -237,6 +240,7 @@ func (o *operation) engineArgs(eventLog string) []string {
 	for _, t := range spec.Targets {
 		args = append(args, "--target", t)
 	}
+	args = append(args, planArgs(spec)...)
 	return append(args, excludeArgs(o.excluded)...)
 }
 

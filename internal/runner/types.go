@@ -57,7 +57,13 @@ type Spec struct {
 	// backend credentials, provider credentials). Never logged.
 	Env map[string]string `json:"env,omitempty"`
 
-	Refresh bool     `json:"refresh,omitempty"` // refresh before up/preview
+	Refresh bool `json:"refresh,omitempty"` // refresh before up/preview
+	// Plan is the path of a Pulumi update plan file. A preview with Plan set
+	// saves its plan there (`pulumi preview --save-plan`); an up with Plan set
+	// applies exactly that plan (`pulumi up --plan`): an up that would do
+	// anything the plan does not hold fails with ErrorPlanInvalid, having
+	// applied nothing beyond it. Ignored for other operation types.
+	Plan    string   `json:"plan,omitempty"`
 	Targets []string `json:"targets,omitempty"` // URNs to limit the operation to
 
 	// IgnoreChanges maps URNs to Pulumi property paths ("data.key",
@@ -145,6 +151,10 @@ const (
 	ErrorClaimed  ErrorClass = "claimed"  // the stack belongs to another Stack (stack tag stackpilot:owner)
 	ErrorTimeout  ErrorClass = "timeout"  // the operation ran past its timeout
 	ErrorInternal ErrorClass = "internal" // a bug or an environment problem in Stackpilot
+	// ErrorPlanInvalid: an up with Spec.Plan would have done something its plan
+	// does not hold (the world or an input the program reads changed since the
+	// preview); make a new plan.
+	ErrorPlanInvalid ErrorClass = "plan"
 )
 
 // Result is what the runner writes when an operation ends, whatever the outcome.

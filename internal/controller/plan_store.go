@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stackpilot/stackpilot/internal/plan"
+)
+
+// PlanStore keeps the full plans that wait for approval out of etcd, in the
+// controller's data dir: <dir>/<stack-uid>/<id>/ holds Pulumi's update plan
+// (plan.json, what `pulumi up --plan` applies) and the plan.Document
+// (document.json, what the /plans endpoint serves). A plan is made in a
+// staging directory and renamed into place once both files are written, so a
+// reader never sees half a plan, and a crash mid-preview leaves only a
+// staging directory that the next plan of the Stack removes.
+type PlanStore struct {
+	dir string
+}
+
+const (
+	pulumiPlanFile   = "plan.json"
+	planDocumentFile = "document.json"
+	stagingPrefix    = ".staging-"
+)
+
+// planIDPattern is what a plan id looks like (newOperationID("plan")); an id
+// from a URL or an annotation that does not match names no plan, and never a
+// path outside the store.
+var planIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
+
+// errPlanNotFound: the store holds no plan of that id for the Stack.
+var errPlanNotFound = errors.New("plan not found")
+
+// NewPlanStore makes the store's directory.
+func NewPlanStore(dir string) (*PlanStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("plans dir: %w", err)
+	}
+	return &PlanStore{dir: dir}, nil
+}
+
+func (s *PlanStore) stackDir(uid types.UID) string { return filepath.Join(s.dir, string(uid)) }
+
+func (s *PlanStore) planDir(uid types.UID, id string) string {
+	return filepath.Join(s.stackDir(uid), id)
+}
+
+// PlanFile is the path of Pulumi's update plan of a stored plan.
+func (s *PlanStore) PlanFile(uid types.UID, id string) string {
+	return filepath.Join(s.planDir(uid, id), pulumiPlanFile)
+}
+
+// Stage makes an empty staging directory for plan id and returns the path
+// where the preview saves Pulumi's plan. Leftover staging directories of
+// the Stack (a crash mid-preview) are removed first.
+func (s *PlanStore) Stage(uid types.UID, id string) (string, error) {
+	if !planIDPattern.MatchString(id) {
+		return "", fmt.Errorf("invalid plan id %q", id)
+	}
+	if old, _ := filepath.Glob(filepath.Join(s.stackDir(uid), stagingPrefix+"*")); len(old) > 0 {
+		for _, d := range old {
+			_ = os.RemoveAll(d)
+		}
+	}
+	dir := filepath.Join(s.stackDir(uid), stagingPrefix+id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("stage plan %s: %w", id, err)
+	}
+	return filepath.Join(dir, pulumiPlanFile), nil
+}
+
+// Commit writes doc beside the staged Pulumi plan and moves the plan into
+// place. The staged plan file must exist: a preview that saved none made no
+// plan that could be applied.
+func (s *PlanStore) Commit(uid types.UID, doc *plan.Document) error {
+	staging := filepath.Join(s.stackDir(uid), stagingPrefix+doc.ID)
+	defer os.RemoveAll(staging)
+	if _, err := os.Stat(filepath.Join(staging, pulumiPlanFile)); err != nil {
+		return fmt.Errorf("the preview saved no update plan: %w", err)
+	}
+	raw, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(staging, planDocumentFile), raw, 0o600); err != nil {
+		return fmt.Errorf("write plan %s: %w", doc.ID, err)
+	}
+	if err := os.Rename(staging, s.planDir(uid, doc.ID)); err != nil {
+		return fmt.Errorf("store plan %s: %w", doc.ID, err)
+	}
+	return nil
+}
+
+// Document reads a stored plan's Document; errPlanNotFound when there is none.
+func (s *PlanStore) Document(uid types.UID, id string) (*plan.Document, error) {
+	if !planIDPattern.MatchString(id) {
+		return nil, errPlanNotFound
+	}
+	raw, err := os.ReadFile(filepath.Join(s.planDir(uid, id), planDocumentFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errPlanNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	doc := &plan.Document{}
+	if err := json.Unmarshal(raw, doc); err != nil {
+		return nil, fmt.Errorf("plan %s: %w", id, err)
+	}
+	return doc, nil
+}
+
+// Has is true when both files of plan id are in place.
+func (s *PlanStore) Has(uid types.UID, id string) bool {
+	if !planIDPattern.MatchString(id) {
+		return false
+	}
+	for _, f := range []string{pulumiPlanFile, planDocumentFile} {
+		if _, err := os.Stat(filepath.Join(s.planDir(uid, id), f)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Remove deletes plan id (applied, replaced or dropped).
+func (s *PlanStore) Remove(uid types.UID, id string) error {
+	if !planIDPattern.MatchString(id) {
+		return nil
+	}
+	return os.RemoveAll(s.planDir(uid, id))
+}
+
+// RemoveStack deletes every plan of a Stack (it is being deleted).
+func (s *PlanStore) RemoveStack(uid types.UID) error {
+	if uid == "" {
+		return nil
+	}
+	return os.RemoveAll(s.stackDir(uid))
+}
