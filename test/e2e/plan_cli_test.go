@@ -371,3 +371,84 @@ func approveManager(s *v1alpha1.Stack) string {
 	}
 	return ""
 }
+
+// TestPlanCLIController reviews and approves plans the real controller
+// made: the full plan read from its /plans endpoint, approved with --wait
+// until its up ended; then a second commit's update plan, a refused stale
+// id, and nothing pending once it is applied.
+func TestPlanCLIController(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	f.start(t)
+	s := f.stack("plan-ctl", func(s *v1alpha1.Stack) {
+		s.Spec.Outputs = nil
+		s.Spec.Approval = &v1alpha1.Approval{Mode: v1alpha1.ApprovalManual}
+	})
+	g.Expect(env.Client.Create(ctx, s)).To(Succeed())
+	key := client.ObjectKeyFromObject(s)
+	ctrlURL := "http://" + f.ctrl.MetricsAddr
+
+	first := waitPendingPlan(t, key, f.commit, "")
+	out, errOut, code := mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(errOut).To(BeEmpty())
+	g.Expect(out).To(HavePrefix("Previewing update (plan-ctl)\n"))
+	g.Expect(out).To(ContainSubstring("Revision:  main@sha1:" + f.commit + "\nPlan:      " + first.ID + " made "))
+	g.Expect(out).To(MatchRegexp(`(?m)^ \+   └─ kubernetes:core/v1:ConfigMap +settings +create$`))
+	g.Expect(out).NotTo(ContainSubstring("pulumi:providers:"), "Pulumi shows no default provider")
+	g.Expect(out).To(ContainSubstring("To apply exactly this plan: stackpilot approve plan-ctl -n " + f.ns + " --plan " + first.ID + "\n"))
+	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL, "-o", "json")
+	g.Expect(code).To(Equal(0), errOut)
+	var d plan.Document
+	g.Expect(json.Unmarshal([]byte(out), &d)).To(Succeed(), out)
+	g.Expect(d.ID).To(Equal(first.ID))
+	g.Expect(d.Changes).To(Equal(first.Changes))
+	g.Expect(int64(len(d.Resources))).To(Equal(first.Total))
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "app-settings"}, &corev1.ConfigMap{})).NotTo(Succeed(), "a pending plan applies nothing")
+
+	out, errOut, code = mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", first.ID, "--wait", "--timeout", "3m")
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, errOut)
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("Applied plan %s to Stack %s/plan-ctl at revision main@sha1:%s: ", first.ID, f.ns, f.commit)))
+	g.Expect(out).To(MatchRegexp(`\(up \S+, approved by stackpilot\)\.\n$`))
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
+
+	// A second commit: an update plan, with the changed path.
+	second := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("\n        size: large")}, "size")
+	requestReconcile(t, key)
+	next := waitPendingPlan(t, key, second, first.ID)
+	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(out).To(MatchRegexp(`(?m)^ ~   [├└]─ kubernetes:core/v1:ConfigMap +settings +update +\[diff: ~data\.size\]$`))
+	g.Expect(out).To(ContainSubstring("Resources:\n    ~ 1 to update\n"))
+
+	_, errOut, code = mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", first.ID)
+	g.Expect(code).To(Equal(1), errOut)
+	g.Expect(errOut).To(ContainSubstring(fmt.Sprintf("plan %s is not the pending plan (%s is, made at revision main@sha1:%s", first.ID, next.ID, second)))
+
+	out, errOut, code = mustPlanCLI(t, f.ns, "approve", s.Name, "--wait", "--timeout", "3m")
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, errOut)
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("Applied plan %s to Stack %s/plan-ctl at revision main@sha1:%s: 1 to update", next.ID, f.ns, second)))
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("size", "large"))
+
+	_, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	g.Expect(code).To(Equal(3), errOut)
+	g.Expect(errOut).To(Equal(fmt.Sprintf("stackpilot: Stack %s/plan-ctl has no pending plan: it is up to date at revision main@sha1:%s\n", f.ns, second)))
+}
+
+// waitPendingPlan waits until the controller made a plan other than notID
+// at revision sha and runs nothing.
+func waitPendingPlan(t *testing.T, key client.ObjectKey, sha, notID string) *v1alpha1.PendingPlan {
+	t.Helper()
+	var p *v1alpha1.PendingPlan
+	NewWithT(t).Eventually(func(g Gomega) {
+		s := getStack(g, key)
+		p = s.Status.PendingPlan
+		g.Expect(p).NotTo(BeNil(), "no pending plan; Ready: %s", readyMessage(s))
+		g.Expect(p.ID).NotTo(Equal(notID))
+		g.Expect(p.Revision).To(Equal("main@sha1:" + sha))
+		g.Expect(s.Status.CurrentOperation).To(BeNil())
+	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed())
+	return p
+}
