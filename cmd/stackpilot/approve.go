@@ -75,6 +75,7 @@ Exit codes:
 		},
 	}
 	cmd.Flags().StringVar(&opts.plan, "plan", "", "Approve only this plan id (refused when it is not the pending plan).")
+	_ = cmd.RegisterFlagCompletionFunc("plan", c.completePendingPlan)
 	cmd.Flags().BoolVar(&opts.wait, "wait", false, "Wait until the controller applied the plan and report the outcome.")
 	cmd.Flags().DurationVar(&opts.timeout, "timeout", opts.timeout, "With --wait: how long to wait for the apply.")
 	return cmd
@@ -89,11 +90,15 @@ func (c *cli) approve(ctx context.Context, g *stackGetter, name string, opts app
 	if err != nil {
 		return err
 	}
-	if s, err = c.writeApproval(ctx, g, s, id); err != nil {
+	verb := "Approved"
+	if s.Annotations[v1alpha1.ApproveAnnotation] == id {
+		// Nothing to write: the approval and its recorded approver stand.
+		verb = "Already approved:"
+	} else if s, err = c.writeApproval(ctx, g, s, id); err != nil {
 		return err
 	}
 	p := s.Status.PendingPlan
-	fmt.Fprintf(c.stdout, "Approved plan %s of Stack %s/%s (revision %s: %s).\n", id, s.Namespace, s.Name, p.Revision, changesLine(p.Changes))
+	fmt.Fprintf(c.stdout, "%s plan %s of Stack %s/%s (revision %s: %s).\n", verb, id, s.Namespace, s.Name, p.Revision, changesLine(p.Changes))
 	if !opts.wait {
 		fmt.Fprintf(c.stderr, "The controller applies it at its next reconcile; follow it with `kubectl get stack %s -n %s -w`, or run approve with --wait\n", s.Name, s.Namespace)
 		return nil
@@ -235,4 +240,23 @@ func (c *cli) reportApplied(s *v1alpha1.Stack, id string, rec *v1alpha1.Operatio
 	}
 	fmt.Fprintf(c.stdout, "Applied plan %s to Stack %s/%s at revision %s: %s (%s %s%s).\n", id, s.Namespace, s.Name, orDash(rec.Revision), changed, rec.Type, rec.ID, by)
 	return nil
+}
+
+// completePendingPlan completes --plan with the Stack's pending plan id.
+func (c *cli) completePendingPlan(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) != 1 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	g, err := c.stackGetter()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var s v1alpha1.Stack
+	if err := g.cl.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: args[0]}, &s); err != nil || s.Status.PendingPlan == nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	p := s.Status.PendingPlan
+	return []string{p.ID + "\tat " + p.Revision + ": " + changesLine(p.Changes)}, cobra.ShellCompDirectiveNoFileComp
 }

@@ -289,6 +289,17 @@ func TestApproveCLI(t *testing.T) {
 	g.Expect(approved.Annotations).To(Equal(map[string]string{"team": "platform", v1alpha1.ApproveAnnotation: "p-1"}))
 	g.Expect(approveManager(approved)).To(Equal("stackpilot"), "the controller names the approver from managedFields")
 
+	// Again: nothing written, the approval stands.
+	again, errOut, code := mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", "p-1")
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(again).To(HavePrefix("Already approved: plan p-1 of Stack "))
+	g.Expect(getStack(g, key).ResourceVersion).To(Equal(approved.ResourceVersion))
+
+	// The shell completes --plan with the pending id.
+	completed, _, code := mustPlanCLI(t, f.ns, "__complete", "approve", s.Name, "--plan", "")
+	g.Expect(code).To(Equal(0))
+	g.Expect(completed).To(HavePrefix("p-1\tat main@sha1:n3w: 59 to create, 1 to update\n"))
+
 	// --wait: the test records the up of the plan as the controller does.
 	d2 := planDocument(s, "p-2")
 	setPendingPlan(g, key, d2)
