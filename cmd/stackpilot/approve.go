@@ -104,7 +104,7 @@ func (c *cli) approve(ctx context.Context, g *stackGetter, name string, opts app
 		return nil
 	}
 	fmt.Fprintf(c.stderr, "Waiting up to %s for the controller to apply it...\n", opts.timeout)
-	rec, err := waitApplied(ctx, g, name, id, opts.timeout)
+	s, rec, err := waitApplied(ctx, g, name, id, opts.timeout)
 	if err != nil {
 		return err
 	}
@@ -165,9 +165,9 @@ func (c *cli) writeApproval(ctx context.Context, g *stackGetter, s *v1alpha1.Sta
 }
 
 // waitApplied reads the Stack until its history holds the finished up of
-// plan id. It gives up when the plan was replaced by another before any up
-// of it ran.
-func waitApplied(ctx context.Context, g *stackGetter, name, id string, timeout time.Duration) (*v1alpha1.OperationRecord, error) {
+// plan id, and returns both. It gives up when the plan was replaced by
+// another before any up of it ran.
+func waitApplied(ctx context.Context, g *stackGetter, name, id string, timeout time.Duration) (*v1alpha1.Stack, *v1alpha1.OperationRecord, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(approvePollInterval)
@@ -176,22 +176,22 @@ func waitApplied(ctx context.Context, g *stackGetter, name, id string, timeout t
 		s, err := g.get(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
+				return nil, nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if rec := upOfPlan(s, id); rec != nil {
-			return rec, nil
+			return s, rec, nil
 		}
 		if p := s.Status.PendingPlan; p != nil && p.ID != id {
-			return nil, fmt.Errorf("plan %s was replaced by plan %s (revision %s) before it was applied, so the approval applies nothing: review the new one with `stackpilot plan %s -n %s`",
+			return nil, nil, fmt.Errorf("plan %s was replaced by plan %s (revision %s) before it was applied, so the approval applies nothing: review the new one with `stackpilot plan %s -n %s`",
 				id, p.ID, p.Revision, s.Name, s.Namespace)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
+			return nil, nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
 		case <-deadline.C:
-			return nil, approveTimeout(s, id, timeout)
+			return nil, nil, approveTimeout(s, id, timeout)
 		case <-tick.C:
 		}
 	}
@@ -218,7 +218,8 @@ func approveTimeout(s *v1alpha1.Stack, id string, timeout time.Duration) error {
 }
 
 // reportApplied prints a successful up of the plan, or fails with its
-// message.
+// message and the plan made since, if any (a plan no longer valid is made
+// again).
 func (c *cli) reportApplied(s *v1alpha1.Stack, id string, rec *v1alpha1.OperationRecord) error {
 	by := ""
 	if rec.ApprovedBy != "" {
@@ -231,6 +232,9 @@ func (c *cli) reportApplied(s *v1alpha1.Stack, id string, rec *v1alpha1.Operatio
 		}
 		if rec.Message != "" {
 			msg += ": " + rec.Message
+		}
+		if p := s.Status.PendingPlan; p != nil && p.ID != id {
+			msg += fmt.Sprintf("; plan %s is pending now: review it with `stackpilot plan %s -n %s`", p.ID, s.Name, s.Namespace)
 		}
 		return fmt.Errorf("%s", msg)
 	}

@@ -306,7 +306,7 @@ func TestApproveCLI(t *testing.T) {
 	done := waitCLI(f.ns, "approve", s.Name, "--wait", "--timeout", "1m")
 	waitAnnotation(g, key, "p-2")
 	recordUp(g, key, v1alpha1.OperationRecord{ID: "up-7", Type: v1alpha1.OperationUp, Plan: "p-2", Revision: d2.Revision,
-		Outcome: v1alpha1.OutcomeSucceeded, ApprovedBy: "stackpilot", Changes: &d2.Changes})
+		Outcome: v1alpha1.OutcomeSucceeded, ApprovedBy: "stackpilot", Changes: &d2.Changes}, nil)
 	r := <-done
 	g.Expect(r.err).NotTo(HaveOccurred())
 	g.Expect(r.code).To(Equal(0), r.stderr)
@@ -317,10 +317,11 @@ func TestApproveCLI(t *testing.T) {
 	done = waitCLI(f.ns, "approve", s.Name, "--plan", "p-3", "--wait", "--timeout", "1m")
 	waitAnnotation(g, key, "p-3")
 	recordUp(g, key, v1alpha1.OperationRecord{ID: "up-8", Type: v1alpha1.OperationUp, Plan: "p-3", Revision: d2.Revision,
-		Outcome: v1alpha1.OutcomeFailed, Reason: v1alpha1.PlanInvalidReason, Message: "the plan is no longer valid: resource cm-3 changed"})
+		Outcome: v1alpha1.OutcomeFailed, Reason: v1alpha1.PlanInvalidReason, Message: "the plan is no longer valid: resource cm-3 changed"},
+		&v1alpha1.PendingPlan{ID: "p-3b", Revision: d2.Revision, InputsDigest: "sha256:1n", CreatedAt: metav1.Now()})
 	r = <-done
 	g.Expect(r.code).To(Equal(1), r.stdout)
-	g.Expect(r.stderr).To(HaveSuffix(fmt.Sprintf("stackpilot: the up of plan p-3 on Stack %s/approve-cli failed (up up-8), PlanInvalid: the plan is no longer valid: resource cm-3 changed\n", f.ns)))
+	g.Expect(r.stderr).To(HaveSuffix(fmt.Sprintf("stackpilot: the up of plan p-3 on Stack %s/approve-cli failed (up up-8), PlanInvalid: the plan is no longer valid: resource cm-3 changed; plan p-3b is pending now: review it with `stackpilot plan approve-cli -n %s`\n", f.ns, f.ns)))
 
 	// A new plan replaces the approved one before its up: nothing applies.
 	setPendingPlan(g, key, planDocument(s, "p-4"))
@@ -356,13 +357,14 @@ func waitAnnotation(g Gomega, key client.ObjectKey, id string) {
 }
 
 // recordUp writes what the controller writes after the up of an approved
-// plan: its record first in the history, no pending plan.
-func recordUp(g Gomega, key client.ObjectKey, rec v1alpha1.OperationRecord) {
+// plan: its record first in the history, and the next pending plan (nil,
+// unless the plan was no longer valid and a new one is made).
+func recordUp(g Gomega, key client.ObjectKey, rec v1alpha1.OperationRecord, next *v1alpha1.PendingPlan) {
 	s := getStack(g, key)
 	now := metav1.Now()
 	rec.StartedAt, rec.FinishedAt = now, &now
 	s.Status.History = append([]v1alpha1.OperationRecord{rec}, s.Status.History...)
-	s.Status.PendingPlan = nil
+	s.Status.PendingPlan = next
 	g.Expect(env.Client.Status().Update(context.Background(), s)).To(Succeed())
 }
 
