@@ -150,8 +150,13 @@ func (c *cli) writeApproval(ctx context.Context, g *stackGetter, s *v1alpha1.Sta
 		if err == nil {
 			return s, nil
 		}
-		if !apierrors.IsConflict(err) || attempt >= 4 {
+		switch {
+		case apierrors.IsConflict(err) && attempt >= 4:
+			return nil, fmt.Errorf("the Stack %s/%s changed at each of %d tries to approve it: run approve again", s.Namespace, s.Name, attempt+1)
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
 			return nil, g.explain(ctx, s.Name, err)
+		case !apierrors.IsConflict(err):
+			return nil, fmt.Errorf("patching Stack %s in namespace %s: %w", s.Name, s.Namespace, err)
 		}
 		// The controller wrote the Stack meanwhile: check that id is still
 		// the pending plan, then try again on the new version.
