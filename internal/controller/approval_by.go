@@ -32,7 +32,7 @@ func (r *StackReconciler) approval(ctx context.Context, stack *v1alpha1.Stack) (
 func annotationWriter(entries []metav1.ManagedFieldsEntry, key string) string {
 	by, at := "unknown", time.Time{}
 	for _, e := range entries {
-		if e.FieldsV1 == nil || !ownsAnnotation(e.FieldsV1.Raw, key) {
+		if e.FieldsV1 == nil || !ownsAnnotation(e.FieldsV1.GetRawBytes(), key) {
 			continue
 		}
 		t := time.Time{}

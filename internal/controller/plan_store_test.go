@@ -119,7 +119,7 @@ func TestAnnotationWriter(t *testing.T) {
 	g := NewWithT(t)
 	at := func(s int) *metav1.Time { return &metav1.Time{Time: metav1.Now().Add(-secs(s))} }
 	entry := func(manager string, t *metav1.Time, raw string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Time: t, FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: t, FieldsV1: metav1.NewFieldsV1(raw)}
 	}
 	approve := `{"f:metadata":{"f:annotations":{".":{},"f:stackpilot.dev/approve":{}}}}`
 	other := `{"f:metadata":{"f:annotations":{"f:other":{}}}}`

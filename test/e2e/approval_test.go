@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 //	stale:   approving the replaced id applies nothing; approving the new one applies it
 //	invalid: a change of what the program reads, after the plan, fails the
 //	         approved up (PlanInvalid), changes nothing, and a new plan appears
+//	deleted: the finalizer removes the plans of a deleted Stack
 func TestApprovalManual(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -186,6 +188,17 @@ func TestApprovalManual(t *testing.T) {
 			approve(t, key, next.ID)
 			waitApplied(t, key, yellow)
 			g.Expect(configMapData(g, f.ns, "approval-managed")).To(Equal(map[string]string{"color": "yellow", "copied": "v2"}))
+		}},
+		{"deleted", func(t *testing.T) {
+			g := NewWithT(t)
+			purple := f.commitColor(t, key, "purple")
+			s = waitPlan(t, key, purple, plan.ID, v1alpha1.AwaitingApprovalReason)
+			g.Expect(f.planDir(s, s.Status.PendingPlan.ID)).To(BeADirectory())
+			g.Expect(env.Client.Delete(ctx, s)).To(Succeed())
+			g.Eventually(func() bool {
+				return apierrors.IsNotFound(env.Client.Get(ctx, key, &v1alpha1.Stack{}))
+			}, time.Minute, 500*time.Millisecond).Should(BeTrue())
+			g.Expect(filepath.Dir(f.planDir(s, "x"))).NotTo(BeADirectory(), "the finalizer removes a deleted Stack's plans")
 		}},
 	}
 	for _, step := range steps {
