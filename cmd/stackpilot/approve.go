@@ -75,6 +75,7 @@ Exit codes:
 		},
 	}
 	cmd.Flags().StringVar(&opts.plan, "plan", "", "Approve only this plan id (refused when it is not the pending plan).")
+	_ = cmd.RegisterFlagCompletionFunc("plan", c.completePendingPlan)
 	cmd.Flags().BoolVar(&opts.wait, "wait", false, "Wait until the controller applied the plan and report the outcome.")
 	cmd.Flags().DurationVar(&opts.timeout, "timeout", opts.timeout, "With --wait: how long to wait for the apply.")
 	return cmd
@@ -89,17 +90,21 @@ func (c *cli) approve(ctx context.Context, g *stackGetter, name string, opts app
 	if err != nil {
 		return err
 	}
-	if s, err = c.writeApproval(ctx, g, s, id); err != nil {
+	verb := "Approved"
+	if s.Annotations[v1alpha1.ApproveAnnotation] == id {
+		// Nothing to write: the approval and its recorded approver stand.
+		verb = "Already approved:"
+	} else if s, err = c.writeApproval(ctx, g, s, id); err != nil {
 		return err
 	}
 	p := s.Status.PendingPlan
-	fmt.Fprintf(c.stdout, "Approved plan %s of Stack %s/%s (revision %s: %s).\n", id, s.Namespace, s.Name, p.Revision, changesLine(p.Changes))
+	fmt.Fprintf(c.stdout, "%s plan %s of Stack %s/%s (revision %s: %s).\n", verb, id, s.Namespace, s.Name, p.Revision, changesLine(p.Changes))
 	if !opts.wait {
 		fmt.Fprintf(c.stderr, "The controller applies it at its next reconcile; follow it with `kubectl get stack %s -n %s -w`, or run approve with --wait\n", s.Name, s.Namespace)
 		return nil
 	}
 	fmt.Fprintf(c.stderr, "Waiting up to %s for the controller to apply it...\n", opts.timeout)
-	rec, err := waitApplied(ctx, g, name, id, opts.timeout)
+	s, rec, err := waitApplied(ctx, g, name, id, opts.timeout)
 	if err != nil {
 		return err
 	}
@@ -145,8 +150,13 @@ func (c *cli) writeApproval(ctx context.Context, g *stackGetter, s *v1alpha1.Sta
 		if err == nil {
 			return s, nil
 		}
-		if !apierrors.IsConflict(err) || attempt >= 4 {
+		switch {
+		case apierrors.IsConflict(err) && attempt >= 4:
+			return nil, fmt.Errorf("the Stack %s/%s changed at each of %d tries to approve it: run approve again", s.Namespace, s.Name, attempt+1)
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
 			return nil, g.explain(ctx, s.Name, err)
+		case !apierrors.IsConflict(err):
+			return nil, fmt.Errorf("patching Stack %s in namespace %s: %w", s.Name, s.Namespace, err)
 		}
 		// The controller wrote the Stack meanwhile: check that id is still
 		// the pending plan, then try again on the new version.
@@ -160,9 +170,9 @@ func (c *cli) writeApproval(ctx context.Context, g *stackGetter, s *v1alpha1.Sta
 }
 
 // waitApplied reads the Stack until its history holds the finished up of
-// plan id. It gives up when the plan was replaced by another before any up
-// of it ran.
-func waitApplied(ctx context.Context, g *stackGetter, name, id string, timeout time.Duration) (*v1alpha1.OperationRecord, error) {
+// plan id, and returns both. It gives up when the plan was replaced by
+// another before any up of it ran.
+func waitApplied(ctx context.Context, g *stackGetter, name, id string, timeout time.Duration) (*v1alpha1.Stack, *v1alpha1.OperationRecord, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(approvePollInterval)
@@ -171,22 +181,22 @@ func waitApplied(ctx context.Context, g *stackGetter, name, id string, timeout t
 		s, err := g.get(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
+				return nil, nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if rec := upOfPlan(s, id); rec != nil {
-			return rec, nil
+			return s, rec, nil
 		}
 		if p := s.Status.PendingPlan; p != nil && p.ID != id {
-			return nil, fmt.Errorf("plan %s was replaced by plan %s (revision %s) before it was applied, so the approval applies nothing: review the new one with `stackpilot plan %s -n %s`",
+			return nil, nil, fmt.Errorf("plan %s was replaced by plan %s (revision %s) before it was applied, so the approval applies nothing: review the new one with `stackpilot plan %s -n %s`",
 				id, p.ID, p.Revision, s.Name, s.Namespace)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
+			return nil, nil, fmt.Errorf("interrupted before the controller applied plan %s (it stays approved)", id)
 		case <-deadline.C:
-			return nil, approveTimeout(s, id, timeout)
+			return nil, nil, approveTimeout(s, id, timeout)
 		case <-tick.C:
 		}
 	}
@@ -213,7 +223,8 @@ func approveTimeout(s *v1alpha1.Stack, id string, timeout time.Duration) error {
 }
 
 // reportApplied prints a successful up of the plan, or fails with its
-// message.
+// message and the plan made since, if any (a plan no longer valid is made
+// again).
 func (c *cli) reportApplied(s *v1alpha1.Stack, id string, rec *v1alpha1.OperationRecord) error {
 	by := ""
 	if rec.ApprovedBy != "" {
@@ -227,6 +238,9 @@ func (c *cli) reportApplied(s *v1alpha1.Stack, id string, rec *v1alpha1.Operatio
 		if rec.Message != "" {
 			msg += ": " + rec.Message
 		}
+		if p := s.Status.PendingPlan; p != nil && p.ID != id {
+			msg += fmt.Sprintf("; plan %s is pending now: review it with `stackpilot plan %s -n %s`", p.ID, s.Name, s.Namespace)
+		}
 		return fmt.Errorf("%s", msg)
 	}
 	changed := "no changes"
@@ -235,4 +249,23 @@ func (c *cli) reportApplied(s *v1alpha1.Stack, id string, rec *v1alpha1.Operatio
 	}
 	fmt.Fprintf(c.stdout, "Applied plan %s to Stack %s/%s at revision %s: %s (%s %s%s).\n", id, s.Namespace, s.Name, orDash(rec.Revision), changed, rec.Type, rec.ID, by)
 	return nil
+}
+
+// completePendingPlan completes --plan with the Stack's pending plan id.
+func (c *cli) completePendingPlan(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) != 1 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	g, err := c.stackGetter()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var s v1alpha1.Stack
+	if err := g.cl.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: args[0]}, &s); err != nil || s.Status.PendingPlan == nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	p := s.Status.PendingPlan
+	return []string{p.ID + "\tat " + p.Revision + ": " + changesLine(p.Changes)}, cobra.ShellCompDirectiveNoFileComp
 }

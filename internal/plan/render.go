@@ -83,6 +83,11 @@ func (p *printer) table(d *Document) {
 	root := row{typ: rootType, name: rootName(d)}
 	children := make([]v1alpha1.PlannedResource, 0, len(d.Resources))
 	for _, r := range d.Resources {
+		if isDefaultProvider(r) {
+			// Pulumi leaves the providers it makes itself out of its
+			// display and its counts: they are no change of the program's.
+			continue
+		}
 		if urnType(r) == rootType {
 			root.op, root.plan, root.info = r.Op, r.Op, diffInfo(r)
 			continue
@@ -212,6 +217,12 @@ func urnType(r v1alpha1.PlannedResource) string {
 		t = t[i+1:]
 	}
 	return t
+}
+
+// isDefaultProvider: a provider the engine registered itself ("default",
+// "default_4_18_0"), not one the program declares.
+func isDefaultProvider(r v1alpha1.PlannedResource) bool {
+	return strings.HasPrefix(urnType(r), "pulumi:providers:") && strings.HasPrefix(urnName(r), "default")
 }
 
 // urnName is the resource's logical name, the URN's last part.

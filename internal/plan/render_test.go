@@ -48,6 +48,15 @@ func TestRenderGolden(t *testing.T) {
 	child := fourOps()
 	child.Changes, child.Same = v1alpha1.ChangeSummary{Create: 1}, 1
 	child.Resources = []v1alpha1.PlannedResource{{URN: "urn:pulumi:dev::bridge::my:app:Web$kubernetes:core/v1:ConfigMap::web-cm", Op: "create"}}
+	// A first apply: the stack's root resource is created too, and the
+	// engine's default provider is no row (Pulumi shows none).
+	firstApply := fourOps()
+	firstApply.Changes, firstApply.Same = v1alpha1.ChangeSummary{Create: 2}, 0
+	firstApply.Resources = []v1alpha1.PlannedResource{
+		{URN: "urn:pulumi:dev::bridge::pulumi:pulumi:Stack::bridge-dev", Type: "pulumi:pulumi:Stack", Op: "create"},
+		{URN: "urn:pulumi:dev::bridge::pulumi:providers:kubernetes::default_4_18_0", Type: "pulumi:providers:kubernetes", Op: "create"},
+		{URN: urn("kubernetes:core/v1:ConfigMap", "settings"), Type: "kubernetes:core/v1:ConfigMap", Op: "create"},
+	}
 	for _, tc := range []struct {
 		golden string
 		doc    *Document
@@ -58,6 +67,7 @@ func TestRenderGolden(t *testing.T) {
 		{"one-update", one, RenderOptions{}},
 		{"component-child", child, RenderOptions{}},
 		{"omitted", fourOps(), RenderOptions{Omitted: 57}},
+		{"first-apply", firstApply, RenderOptions{}},
 	} {
 		var b bytes.Buffer
 		if err := Render(&b, tc.doc, tc.opts); err != nil {

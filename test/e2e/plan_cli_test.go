@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -272,12 +274,31 @@ func TestApproveCLI(t *testing.T) {
 	}
 	setMode(g, key, v1alpha1.ApprovalManual)
 
-	out, errOut, code := mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", "p-1")
-	g.Expect(code).To(Equal(0), errOut)
-	g.Expect(out).To(Equal(fmt.Sprintf("Approved plan p-1 of Stack %s/approve-cli (revision main@sha1:n3w: 59 to create, 1 to update).\n", f.ns)))
+	// Installed under another name (a kubectl plugin), the CLI still writes
+	// as field manager "stackpilot": without an explicit one the API server
+	// would name the manager after the binary.
+	plugin := filepath.Join(t.TempDir(), "kubectl-stackpilot")
+	g.Expect(os.Symlink(cliBin, plugin)).To(Succeed())
+	cmd := exec.Command(plugin, "--kubeconfig", env.Kubeconfig, "-n", f.ns, "approve", s.Name, "--plan", "p-1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(HaveOccurred(), stderr.String())
+	g.Expect(string(out)).To(Equal(fmt.Sprintf("Approved plan p-1 of Stack %s/approve-cli (revision main@sha1:n3w: 59 to create, 1 to update).\n", f.ns)))
 	approved := getStack(g, key)
 	g.Expect(approved.Annotations).To(Equal(map[string]string{"team": "platform", v1alpha1.ApproveAnnotation: "p-1"}))
 	g.Expect(approveManager(approved)).To(Equal("stackpilot"), "the controller names the approver from managedFields")
+
+	// Again: nothing written, the approval stands.
+	again, errOut, code := mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", "p-1")
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(again).To(HavePrefix("Already approved: plan p-1 of Stack "))
+	g.Expect(getStack(g, key).ResourceVersion).To(Equal(approved.ResourceVersion))
+
+	// The shell completes --plan with the pending id.
+	completed, _, code := mustPlanCLI(t, f.ns, "__complete", "approve", s.Name, "--plan", "")
+	g.Expect(code).To(Equal(0))
+	g.Expect(completed).To(HavePrefix("p-1\tat main@sha1:n3w: 59 to create, 1 to update\n"))
 
 	// --wait: the test records the up of the plan as the controller does.
 	d2 := planDocument(s, "p-2")
@@ -285,7 +306,7 @@ func TestApproveCLI(t *testing.T) {
 	done := waitCLI(f.ns, "approve", s.Name, "--wait", "--timeout", "1m")
 	waitAnnotation(g, key, "p-2")
 	recordUp(g, key, v1alpha1.OperationRecord{ID: "up-7", Type: v1alpha1.OperationUp, Plan: "p-2", Revision: d2.Revision,
-		Outcome: v1alpha1.OutcomeSucceeded, ApprovedBy: "stackpilot", Changes: &d2.Changes})
+		Outcome: v1alpha1.OutcomeSucceeded, ApprovedBy: "stackpilot", Changes: &d2.Changes}, nil)
 	r := <-done
 	g.Expect(r.err).NotTo(HaveOccurred())
 	g.Expect(r.code).To(Equal(0), r.stderr)
@@ -296,10 +317,11 @@ func TestApproveCLI(t *testing.T) {
 	done = waitCLI(f.ns, "approve", s.Name, "--plan", "p-3", "--wait", "--timeout", "1m")
 	waitAnnotation(g, key, "p-3")
 	recordUp(g, key, v1alpha1.OperationRecord{ID: "up-8", Type: v1alpha1.OperationUp, Plan: "p-3", Revision: d2.Revision,
-		Outcome: v1alpha1.OutcomeFailed, Reason: v1alpha1.PlanInvalidReason, Message: "the plan is no longer valid: resource cm-3 changed"})
+		Outcome: v1alpha1.OutcomeFailed, Reason: v1alpha1.PlanInvalidReason, Message: "the plan is no longer valid: resource cm-3 changed"},
+		&v1alpha1.PendingPlan{ID: "p-3b", Revision: d2.Revision, InputsDigest: "sha256:1n", CreatedAt: metav1.Now()})
 	r = <-done
 	g.Expect(r.code).To(Equal(1), r.stdout)
-	g.Expect(r.stderr).To(HaveSuffix(fmt.Sprintf("stackpilot: the up of plan p-3 on Stack %s/approve-cli failed (up up-8), PlanInvalid: the plan is no longer valid: resource cm-3 changed\n", f.ns)))
+	g.Expect(r.stderr).To(HaveSuffix(fmt.Sprintf("stackpilot: the up of plan p-3 on Stack %s/approve-cli failed (up up-8), PlanInvalid: the plan is no longer valid: resource cm-3 changed; plan p-3b is pending now: review it with `stackpilot plan approve-cli -n %s`\n", f.ns, f.ns)))
 
 	// A new plan replaces the approved one before its up: nothing applies.
 	setPendingPlan(g, key, planDocument(s, "p-4"))
@@ -335,13 +357,14 @@ func waitAnnotation(g Gomega, key client.ObjectKey, id string) {
 }
 
 // recordUp writes what the controller writes after the up of an approved
-// plan: its record first in the history, no pending plan.
-func recordUp(g Gomega, key client.ObjectKey, rec v1alpha1.OperationRecord) {
+// plan: its record first in the history, and the next pending plan (nil,
+// unless the plan was no longer valid and a new one is made).
+func recordUp(g Gomega, key client.ObjectKey, rec v1alpha1.OperationRecord, next *v1alpha1.PendingPlan) {
 	s := getStack(g, key)
 	now := metav1.Now()
 	rec.StartedAt, rec.FinishedAt = now, &now
 	s.Status.History = append([]v1alpha1.OperationRecord{rec}, s.Status.History...)
-	s.Status.PendingPlan = nil
+	s.Status.PendingPlan = next
 	g.Expect(env.Client.Status().Update(context.Background(), s)).To(Succeed())
 }
 
@@ -360,4 +383,85 @@ func approveManager(s *v1alpha1.Stack) string {
 		}
 	}
 	return ""
+}
+
+// TestPlanCLIController reviews and approves plans the real controller
+// made: the full plan read from its /plans endpoint, approved with --wait
+// until its up ended; then a second commit's update plan, a refused stale
+// id, and nothing pending once it is applied.
+func TestPlanCLIController(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	f.start(t)
+	s := f.stack("plan-ctl", func(s *v1alpha1.Stack) {
+		s.Spec.Outputs = nil
+		s.Spec.Approval = &v1alpha1.Approval{Mode: v1alpha1.ApprovalManual}
+	})
+	g.Expect(env.Client.Create(ctx, s)).To(Succeed())
+	key := client.ObjectKeyFromObject(s)
+	ctrlURL := "http://" + f.ctrl.MetricsAddr
+
+	first := waitPendingPlan(t, key, f.commit, "")
+	out, errOut, code := mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(errOut).To(BeEmpty())
+	g.Expect(out).To(HavePrefix("Previewing update (plan-ctl)\n"))
+	g.Expect(out).To(ContainSubstring("Revision:  main@sha1:" + f.commit + "\nPlan:      " + first.ID + " made "))
+	g.Expect(out).To(MatchRegexp(`(?m)^ \+   └─ kubernetes:core/v1:ConfigMap +settings +create$`))
+	g.Expect(out).NotTo(ContainSubstring("pulumi:providers:"), "Pulumi shows no default provider")
+	g.Expect(out).To(ContainSubstring("To apply exactly this plan: stackpilot approve plan-ctl -n " + f.ns + " --plan " + first.ID + "\n"))
+	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL, "-o", "json")
+	g.Expect(code).To(Equal(0), errOut)
+	var d plan.Document
+	g.Expect(json.Unmarshal([]byte(out), &d)).To(Succeed(), out)
+	g.Expect(d.ID).To(Equal(first.ID))
+	g.Expect(d.Changes).To(Equal(first.Changes))
+	g.Expect(int64(len(d.Resources))).To(Equal(first.Total))
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "app-settings"}, &corev1.ConfigMap{})).NotTo(Succeed(), "a pending plan applies nothing")
+
+	out, errOut, code = mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", first.ID, "--wait", "--timeout", "3m")
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, errOut)
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("Applied plan %s to Stack %s/plan-ctl at revision main@sha1:%s: ", first.ID, f.ns, f.commit)))
+	g.Expect(out).To(MatchRegexp(`\(up \S+, approved by stackpilot\)\.\n$`))
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
+
+	// A second commit: an update plan, with the changed path.
+	second := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("\n        size: large")}, "size")
+	requestReconcile(t, key)
+	next := waitPendingPlan(t, key, second, first.ID)
+	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(out).To(MatchRegexp(`(?m)^ ~   [├└]─ kubernetes:core/v1:ConfigMap +settings +update +\[diff: ~data\.size\]$`))
+	g.Expect(out).To(ContainSubstring("Resources:\n    ~ 1 to update\n"))
+
+	_, errOut, code = mustPlanCLI(t, f.ns, "approve", s.Name, "--plan", first.ID)
+	g.Expect(code).To(Equal(1), errOut)
+	g.Expect(errOut).To(ContainSubstring(fmt.Sprintf("plan %s is not the pending plan (%s is, made at revision main@sha1:%s", first.ID, next.ID, second)))
+
+	out, errOut, code = mustPlanCLI(t, f.ns, "approve", s.Name, "--wait", "--timeout", "3m")
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, errOut)
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("Applied plan %s to Stack %s/plan-ctl at revision main@sha1:%s: 1 to update", next.ID, f.ns, second)))
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("size", "large"))
+
+	_, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	g.Expect(code).To(Equal(3), errOut)
+	g.Expect(errOut).To(Equal(fmt.Sprintf("stackpilot: Stack %s/plan-ctl has no pending plan: it is up to date at revision main@sha1:%s\n", f.ns, second)))
+}
+
+// waitPendingPlan waits until the controller made a plan other than notID
+// at revision sha and runs nothing.
+func waitPendingPlan(t *testing.T, key client.ObjectKey, sha, notID string) *v1alpha1.PendingPlan {
+	t.Helper()
+	var p *v1alpha1.PendingPlan
+	NewWithT(t).Eventually(func(g Gomega) {
+		s := getStack(g, key)
+		p = s.Status.PendingPlan
+		g.Expect(p).NotTo(BeNil(), "no pending plan; Ready: %s", readyMessage(s))
+		g.Expect(p.ID).NotTo(Equal(notID))
+		g.Expect(p.Revision).To(Equal("main@sha1:" + sha))
+		g.Expect(s.Status.CurrentOperation).To(BeNil())
+	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed())
+	return p
 }
