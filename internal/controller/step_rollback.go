@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -103,12 +104,11 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 		revision: stack.Status.LastAttemptedRevision, programDigest: st.programDigest, inputsDigest: st.inputs.Digest,
 		failures: stack.Status.Failures, artifact: stack.Status.LastAttemptedArtifact,
 	}
-	if rec := st.recovered; rec != nil && rec.Type == v1alpha1.OperationRollback {
+	if prev := stack.Status.Rollback; prev != nil && rerunningRollback(stack) {
 		// An interrupted rollback runs again. While it ran, the attempted
-		// revision was the restored one; the failed change is in status.rollback.
-		if prev := stack.Status.Rollback; prev != nil {
-			failed.revision = prev.FailedRevision
-		}
+		// revision was the restored one (and its failures were counted
+		// afresh); the failed change is in status.rollback.
+		failed.revision = prev.FailedRevision
 		failed.failures = max(stack.Status.Failures-1, stack.RollbackAfter())
 		failed.artifact = nil
 	}
@@ -144,11 +144,14 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 
 	current, currentProgram := st.inputs, st.programDigest
-	st.inputs, st.programDigest = restored, stack.Status.LastAppliedProgramDigest
+	// A message may hold either inputs' secret values (the state holds
+	// what the failed up wrote): both are scrubbed, during and after.
+	run := *restored
+	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
+	st.inputs, st.programDigest = &run, stack.Status.LastAppliedProgramDigest
 	res, opErr := r.operateWith(ctx, st, runner.OpUp, art, restoredRevision, opOptions{record: v1alpha1.OperationRollback})
 	st.inputs, st.programDigest = current, currentProgram
 	if restored != current {
-		// A message may hold either's secret values.
 		current.secrets = append(current.secrets, restored.secrets...)
 	}
 	keepFailed()
@@ -181,6 +184,17 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 	msg := rolledBackMessage(rb, failed.failures)
 	return &StallingError{Reason: v1alpha1.RolledBackReason, Err: errors.New(msg), Revision: st.revision}
+}
+
+// rerunningRollback is true when the newest attempt is an interrupted rollback.
+func rerunningRollback(stack *v1alpha1.Stack) bool {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt == nil || h.Type == v1alpha1.OperationDriftCheck || h.Outcome == v1alpha1.OutcomeSkipped {
+			continue
+		}
+		return h.Type == v1alpha1.OperationRollback && h.Outcome == v1alpha1.OutcomeInterrupted
+	}
+	return false
 }
 
 // restoredInputs are the inputs the last applied revision was applied with:
@@ -222,6 +236,9 @@ func (r *StackReconciler) rollbackRefused(ctx context.Context, st *reconcileStat
 func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState) error {
 	stack := st.stack
 	rb := stack.Status.Rollback
+	if rb.Outcome == v1alpha1.OutcomeRunning {
+		rb.Outcome = v1alpha1.OutcomeInterrupted // twice in a row: not run again
+	}
 	reason, msg := v1alpha1.RolledBackReason, rolledBackMessage(rb, stack.Status.Failures)
 	if rb.Outcome != v1alpha1.OutcomeSucceeded {
 		reason = v1alpha1.RollbackFailedReason

@@ -299,7 +299,7 @@ func TestRollbackFailed(t *testing.T) {
 	expectRolledBack(g, s, bad, good, v1alpha1.OutcomeFailed)
 	g.Expect(readyMessage(s)).To(ContainSubstring("rollback to revision " + s.Status.LastAppliedRevision))
 	g.Expect(readyMessage(s)).To(ContainSubstring(`namespaces "`+aux.Name+`" not found`), "the rollback's own error")
-	g.Expect(s.Status.History[0].Message).To(ContainSubstring("old-name"))
+	g.Expect(s.Status.History[0].Message).To(ContainSubstring(aux.Name))
 	g.Expect(f.ctrl.Operations(t, "rollback")).To(Equal(1))
 	g.Expect(hasLine(stackEvents(t, f.ns, key.Name), "failed too")).To(BeTrue(), "an event tells of the failed rollback")
 
