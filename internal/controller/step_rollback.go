@@ -248,10 +248,32 @@ func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState
 	if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Reason == reason {
 		msg = c.Message // the rollback's own account, with its error
 	}
-	if err := r.driftIfDue(ctx, st, false); err != nil {
+	if err := r.driftAtApplied(ctx, st); err != nil {
 		return err
 	}
 	return &StallingError{Reason: reason, Err: errors.New(msg), Revision: st.revision}
+}
+
+// driftAtApplied runs a drift check when one is due, with the inputs the
+// applied revision was applied with (the resolved ones are the rolled-back
+// change's: with them a check would report the change as drift). Without
+// them (not kept) no check runs.
+func (r *StackReconciler) driftAtApplied(ctx context.Context, st *reconcileState) error {
+	restored, err := r.restoredInputs(ctx, st)
+	if err != nil {
+		return nil // looked at again at the interval
+	}
+	current := st.inputs
+	run := *restored
+	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
+	st.inputs = &run
+	defer func() {
+		st.inputs = current
+		if restored != current {
+			current.secrets = append(current.secrets, restored.secrets...)
+		}
+	}()
+	return r.driftIfDue(ctx, st, false)
 }
 
 func rolledBackMessage(rb *v1alpha1.RollbackStatus, failures int64) string {
