@@ -171,7 +171,9 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 		return &StallingError{Reason: v1alpha1.RollbackFailedReason, Err: errors.New(msg), Revision: st.revision}
 	}
 	rb.Outcome = v1alpha1.OutcomeSucceeded
-	if restored != current {
+	if restored == current {
+		// Kept now if they were not (a new data dir): a later rollback to
+		// this revision needs them once the inputs change.
 		if err := r.writeInputs(ctx, stack.UID, restored); err != nil {
 			r.logInputsNotKept(ctx, err)
 		}
