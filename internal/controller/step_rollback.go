@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -103,12 +104,11 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 		revision: stack.Status.LastAttemptedRevision, programDigest: st.programDigest, inputsDigest: st.inputs.Digest,
 		failures: stack.Status.Failures, artifact: stack.Status.LastAttemptedArtifact,
 	}
-	if rec := st.recovered; rec != nil && rec.Type == v1alpha1.OperationRollback {
+	if prev := stack.Status.Rollback; prev != nil && rerunningRollback(stack) {
 		// An interrupted rollback runs again. While it ran, the attempted
-		// revision was the restored one; the failed change is in status.rollback.
-		if prev := stack.Status.Rollback; prev != nil {
-			failed.revision = prev.FailedRevision
-		}
+		// revision was the restored one (and its failures were counted
+		// afresh); the failed change is in status.rollback.
+		failed.revision = prev.FailedRevision
 		failed.failures = max(stack.Status.Failures-1, stack.RollbackAfter())
 		failed.artifact = nil
 	}
@@ -144,11 +144,14 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 
 	current, currentProgram := st.inputs, st.programDigest
-	st.inputs, st.programDigest = restored, stack.Status.LastAppliedProgramDigest
+	// A message may hold either inputs' secret values (the state holds
+	// what the failed up wrote): both are scrubbed, during and after.
+	run := *restored
+	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
+	st.inputs, st.programDigest = &run, stack.Status.LastAppliedProgramDigest
 	res, opErr := r.operateWith(ctx, st, runner.OpUp, art, restoredRevision, opOptions{record: v1alpha1.OperationRollback})
 	st.inputs, st.programDigest = current, currentProgram
 	if restored != current {
-		// A message may hold either's secret values.
 		current.secrets = append(current.secrets, restored.secrets...)
 	}
 	keepFailed()
@@ -168,7 +171,9 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 		return &StallingError{Reason: v1alpha1.RollbackFailedReason, Err: errors.New(msg), Revision: st.revision}
 	}
 	rb.Outcome = v1alpha1.OutcomeSucceeded
-	if restored != current {
+	if restored == current {
+		// Kept now if they were not (a new data dir): a later rollback to
+		// this revision needs them once the inputs change.
 		if err := r.writeInputs(ctx, stack.UID, restored); err != nil {
 			r.logInputsNotKept(ctx, err)
 		}
@@ -181,6 +186,17 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 	msg := rolledBackMessage(rb, failed.failures)
 	return &StallingError{Reason: v1alpha1.RolledBackReason, Err: errors.New(msg), Revision: st.revision}
+}
+
+// rerunningRollback is true when the newest attempt is an interrupted rollback.
+func rerunningRollback(stack *v1alpha1.Stack) bool {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt == nil || h.Type == v1alpha1.OperationDriftCheck || h.Outcome == v1alpha1.OutcomeSkipped {
+			continue
+		}
+		return h.Type == v1alpha1.OperationRollback && h.Outcome == v1alpha1.OutcomeInterrupted
+	}
+	return false
 }
 
 // restoredInputs are the inputs the last applied revision was applied with:
@@ -222,6 +238,9 @@ func (r *StackReconciler) rollbackRefused(ctx context.Context, st *reconcileStat
 func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState) error {
 	stack := st.stack
 	rb := stack.Status.Rollback
+	if rb.Outcome == v1alpha1.OutcomeRunning {
+		rb.Outcome = v1alpha1.OutcomeInterrupted // twice in a row: not run again
+	}
 	reason, msg := v1alpha1.RolledBackReason, rolledBackMessage(rb, stack.Status.Failures)
 	if rb.Outcome != v1alpha1.OutcomeSucceeded {
 		reason = v1alpha1.RollbackFailedReason
@@ -231,10 +250,32 @@ func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState
 	if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Reason == reason {
 		msg = c.Message // the rollback's own account, with its error
 	}
-	if err := r.driftIfDue(ctx, st, false); err != nil {
+	if err := r.driftAtApplied(ctx, st); err != nil {
 		return err
 	}
 	return &StallingError{Reason: reason, Err: errors.New(msg), Revision: st.revision}
+}
+
+// driftAtApplied runs a drift check when one is due, with the inputs the
+// applied revision was applied with (the resolved ones are the rolled-back
+// change's: with them a check would report the change as drift). Without
+// them (not kept) no check runs.
+func (r *StackReconciler) driftAtApplied(ctx context.Context, st *reconcileState) error {
+	restored, err := r.restoredInputs(ctx, st)
+	if err != nil {
+		return nil // looked at again at the interval
+	}
+	current := st.inputs
+	run := *restored
+	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
+	st.inputs = &run
+	defer func() {
+		st.inputs = current
+		if restored != current {
+			current.secrets = append(current.secrets, restored.secrets...)
+		}
+	}()
+	return r.driftIfDue(ctx, st, false)
 }
 
 func rolledBackMessage(rb *v1alpha1.RollbackStatus, failures int64) string {

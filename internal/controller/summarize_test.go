@@ -52,6 +52,10 @@ func TestSummarizeStatus(t *testing.T) {
 			want: want{kind: outcomeStalled, ready: "False", readyReason: v1alpha1.InvalidSpecReason, stalled: true, observed: true}},
 		{name: "stalling at a revision requeues at the interval", err: missingDir,
 			want: want{kind: outcomeStalled, ready: "False", readyReason: v1alpha1.ArtifactFailedReason, stalled: true, requeue: interval, observed: true}},
+		// A rolled-back change is Stalled at its revision, and its drift
+		// checks (the applied revision's) keep their schedule.
+		{name: "stalling at a revision with a step's sooner requeue", err: missingDir, requeue: 5 * time.Second,
+			want: want{kind: outcomeStalled, ready: "False", readyReason: v1alpha1.ArtifactFailedReason, stalled: true, requeue: 5 * time.Second, observed: true}},
 		{name: "wrapped stalling", err: fmt.Errorf("resolve: %w", stalling(v1alpha1.InvalidSpecReason, "bad")),
 			want: want{kind: outcomeStalled, ready: "False", readyReason: v1alpha1.InvalidSpecReason, stalled: true, observed: true}},
 		{name: "waiting with a delay", err: &WaitingError{Reason: v1alpha1.InputsNotFoundReason, Err: errors.New("Secret x not found"), RequeueAfter: 7 * time.Second},
