@@ -199,14 +199,14 @@ func TestPlanCLI(t *testing.T) {
 		g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
 		pod.Status.PodIP, pod.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
 		g.Expect(env.Client.Status().Update(ctx, pod)).To(Succeed())
+		// The API server's service proxy reads v1 Endpoints.
 		//lint:ignore SA1019 the API server's service proxy reads v1 Endpoints
-		ep := &corev1.Endpoints{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "stackpilot-controller"},
-			Subsets: []corev1.EndpointSubset{{
-				Addresses: []corev1.EndpointAddress{{IP: ip, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: f.ns, Name: pod.Name}}},
-				Ports:     []corev1.EndpointPort{{Name: "metrics", Port: port}},
-			}},
-		}
+		subsets := []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: ip, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: f.ns, Name: pod.Name}}},
+			Ports:     []corev1.EndpointPort{{Name: "metrics", Port: port}},
+		}}
+		//lint:ignore SA1019 the API server's service proxy reads v1 Endpoints
+		ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "stackpilot-controller"}, Subsets: subsets}
 		g.Expect(env.Client.Create(ctx, ep)).To(Succeed())
 		out, errOut, code := mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-namespace", f.ns)
 		g.Expect(code).To(Equal(0), errOut)
@@ -378,7 +378,7 @@ func setMode(g Gomega, key client.ObjectKey, mode v1alpha1.ApprovalMode) {
 // approveManager is the field manager that owns the approve annotation.
 func approveManager(s *v1alpha1.Stack) string {
 	for _, m := range s.ManagedFields {
-		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:`+v1alpha1.ApproveAnnotation+`"`) {
+		if m.FieldsV1 != nil && strings.Contains(m.FieldsV1.GetRawString(), `"f:`+v1alpha1.ApproveAnnotation+`"`) {
 			return m.Manager
 		}
 	}
