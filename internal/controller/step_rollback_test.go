@@ -201,3 +201,48 @@ func TestRollbackRefusedWithoutTheInputs(t *testing.T) {
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
 	g.Expect(exec.specs).To(HaveLen(1))
 }
+
+// TestInterruptedRollbackRunsAgainOnce: a rollback a dead controller left
+// unfinished runs again (the failed change taken from status.rollback, since
+// the attempted revision was the restored one while it ran); a second
+// interruption in a row is held.
+func TestInterruptedRollbackRunsAgainOnce(t *testing.T) {
+	g := NewWithT(t)
+	r, st, exec := rollbackFixture(t, runner.OutcomeSucceeded, true)
+	s := &st.stack.Status
+	at := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
+	interrupted := v1alpha1.OperationRecord{ID: "rollback-1", Type: v1alpha1.OperationRollback, Revision: "main@sha1:a",
+		StartedAt: at, FinishedAt: &at, Outcome: v1alpha1.OutcomeInterrupted, Reason: v1alpha1.InterruptedReason}
+	s.History = append([]v1alpha1.OperationRecord{interrupted}, s.History...)
+	s.Rollback = &v1alpha1.RollbackStatus{FailedRevision: "main@sha1:b", FailedProgramDigest: "sha256:p2", FailedInputsDigest: "hmac-sha256:d2",
+		RestoredRevision: "main@sha1:a", RestoredInputsDigest: "hmac-sha256:d1", At: at, Outcome: v1alpha1.OutcomeRunning}
+	// As the interrupted rollback left them, and recoverInterrupted counted it.
+	s.LastAttemptedRevision, s.LastAttemptedProgramDigest, s.LastAttemptedInputsDigest = "main@sha1:a", "sha256:p1", "hmac-sha256:d1"
+	s.Failures = 1
+
+	st.decision = decideNow(st)
+	g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
+	_, err := r.rollbackIfDue(context.Background(), st)
+	var stall *StallingError
+	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
+	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
+	g.Expect(exec.specs).To(HaveLen(1))
+	g.Expect(s.Rollback.FailedRevision).To(Equal("main@sha1:b"))
+	g.Expect(s.LastAttemptedRevision).To(Equal("main@sha1:b"))
+	g.Expect(s.LastAttemptedProgramDigest).To(Equal("sha256:p2"))
+	g.Expect(s.Failures).To(Equal(int64(1)))
+	g.Expect(decideNow(st).Action).To(Equal(ActionRolledBack))
+
+	// Interrupted twice in a row: held, and reported as such.
+	second := interrupted
+	second.ID = "rollback-2"
+	s.History = append([]v1alpha1.OperationRecord{second, interrupted}, s.History[1:]...)
+	s.Rollback.Outcome = v1alpha1.OutcomeRunning
+	st.decision = decideNow(st)
+	g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
+	_, err = r.rollbackIfDue(context.Background(), st)
+	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
+	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
+	g.Expect(s.Rollback.Outcome).To(Equal(v1alpha1.OutcomeInterrupted))
+	g.Expect(exec.specs).To(HaveLen(1))
+}

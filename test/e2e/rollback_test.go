@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
@@ -279,10 +280,15 @@ func TestRollbackFailed(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
-	// Once namespace aux is deleted, neither the new program nor the old
-	// one can create their ConfigMap in it.
-	aux := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-aux"}}
+	// Namespace aux, once deleted, stays Terminating (its finalizer is the
+	// test's) and refuses new objects at once.
+	aux := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-aux", Finalizers: []string{"stackpilot.dev/e2e-hold"}}}
 	g.Expect(env.Client.Create(ctx, aux)).To(Succeed())
+	t.Cleanup(func() {
+		release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+		_ = env.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: aux.Name}}, release)
+		_ = env.Client.Delete(context.Background(), aux)
+	})
 	good := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": auxProgram(aux.Name, "old-name")}, "aux")
 	f.start(t)
 	logOnFailure(t, f)
@@ -291,15 +297,16 @@ func TestRollbackFailed(t *testing.T) {
 	key := client.ObjectKeyFromObject(stack)
 	waitApplied(t, key, good)
 
+	// From now on the API server refuses any new ConfigMap in aux: the
+	// rename fails to create new-name, and the rollback fails to create
+	// old-name again.
 	g.Expect(env.Client.Delete(ctx, aux)).To(Succeed())
-	// The rename deletes old-name, then fails to create new-name; the
-	// rollback fails to create old-name again.
 	bad := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": auxProgram(aux.Name, "new-name")}, "rename")
 	s := waitNotReady(t, key, v1alpha1.RollbackFailedReason)
 	expectRolledBack(g, s, bad, good, v1alpha1.OutcomeFailed)
 	g.Expect(readyMessage(s)).To(ContainSubstring("rollback to revision " + s.Status.LastAppliedRevision))
-	g.Expect(readyMessage(s)).To(ContainSubstring(aux.Name), "the rollback's own error")
-	g.Expect(s.Status.History[0].Message).To(ContainSubstring(aux.Name))
+	g.Expect(readyMessage(s)).To(ContainSubstring("being terminated"), "the rollback's own error")
+	g.Expect(s.Status.History[0].Message).To(ContainSubstring("old-name"))
 	g.Expect(f.ctrl.Operations(t, "rollback")).To(Equal(1))
 	g.Expect(hasLine(stackEvents(t, f.ns, key.Name), "failed too")).To(BeTrue(), "an event tells of the failed rollback")
 
@@ -312,7 +319,7 @@ func TestRollbackFailed(t *testing.T) {
 	waitHandled(t, key, requestReconcile(t, key))
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(f.ctrl.Operations(t, "rollback")).To(Equal(2))
-	}, 4*time.Minute, time.Second).Should(Succeed()) // the provider retries a create in a missing namespace for a minute
+	}, 2*time.Minute, time.Second).Should(Succeed())
 	s = waitNotReady(t, key, v1alpha1.RollbackFailedReason)
 	expectRolledBack(g, s, bad, good, v1alpha1.OutcomeFailed)
 	g.Expect(f.ctrl.Operations(t, "up")).To(Equal(ups+1), "the request tried the change once")
