@@ -51,7 +51,7 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	if r.Plans != nil {
 		_ = r.Plans.RemoveStack(stack.UID) // its plans can never be applied now
 	}
-	stackDrifted.DeleteLabelValues(stack.Namespace, stack.Name)
+	forgetStackMetrics(stack.Namespace, stack.Name)
 	return st.patcher.Patch(ctx, stack)
 }
 

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fluxcd/pkg/runtime/patch"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -119,6 +120,10 @@ type reconcileState struct {
 func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	stack := &v1alpha1.Stack{}
 	if err := r.Get(ctx, req.NamespacedName, stack); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone without our finalizer (someone removed it): its series go too.
+			forgetStackMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	st := &reconcileState{stack: stack, patcher: patch.NewSerialPatcher(stack, r.Client)}

@@ -197,6 +197,8 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 // always returns a result: an executor failure becomes an internal failure.
 func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact, opts opOptions) *runner.Result {
 	st.operationStarted = true // its start is in status: its end must land (statusContext)
+	operationsRunning.Inc()
+	defer operationsRunning.Dec()
 	started := time.Now()
 	fail := func(class runner.ErrorClass, err error) *runner.Result {
 		return &runner.Result{APIVersion: runner.APIVersion, ID: id, Type: typ, Outcome: runner.OutcomeFailed,

@@ -76,6 +76,7 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 		}
 		return ctrl.Result{}, err
 	}
+	recordStackState(stack)
 	return s.result, nil
 }
 

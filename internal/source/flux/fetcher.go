@@ -117,6 +117,7 @@ func (f *Fetcher) fetchOnce(ctx context.Context, art Artifact, algo string, stor
 		return artifact.Artifact{}, &LimitError{URL: art.URL, Size: *art.Size, Max: f.MaxSize}
 	}
 	f.downloads.Add(1)
+	defer source.Request(source.KindFluxArtifact, art.URL)()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, art.URL, nil)
 	if err != nil {
 		return artifact.Artifact{}, &source.InvalidSpecError{Field: "status.artifact.url", Value: art.URL, Reason: err.Error()}

@@ -122,6 +122,7 @@ func (f *Fetcher) checkout(ctx context.Context, url string, rev Revision, auth *
 
 func (f *Fetcher) shallowClone(ctx context.Context, dir, url, ref string, auth *Auth) (string, error) {
 	f.clones.Add(1)
+	defer source.Request(source.KindGitFetch, url)()
 	opts := &gogit.CloneOptions{
 		URL:          url,
 		Auth:         auth.Method(),
@@ -143,6 +144,7 @@ func (f *Fetcher) shallowClone(ctx context.Context, dir, url, ref string, auth *
 // fullClone fetches every branch and tag, then checks out rev.Commit.
 func (f *Fetcher) fullClone(ctx context.Context, dir, url string, rev Revision, auth *Auth) error {
 	f.clones.Add(1)
+	defer source.Request(source.KindGitFetch, url)()
 	repo, err := gogit.PlainCloneContext(ctx, dir, false, &gogit.CloneOptions{
 		URL:        url,
 		Auth:       auth.Method(),

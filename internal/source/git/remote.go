@@ -9,6 +9,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/stackpilot/stackpilot/internal/source"
 )
 
 // remoteRefs is what one ls-remote tells us: branches and tags (tags
@@ -26,6 +28,7 @@ type remoteRefs struct {
 // listRefs asks the server for its references: one round trip, no
 // objects, whatever the size of the repository.
 func listRefs(ctx context.Context, url string, auth *Auth) (*remoteRefs, error) {
+	defer source.Request(source.KindGitLsRemote, url)()
 	remote := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: gogit.DefaultRemoteName, URLs: []string{url}})
 	list, err := remote.ListContext(ctx, &gogit.ListOptions{
 		Auth:          auth.Method(),

@@ -107,7 +107,10 @@ func (f *Fetcher) verify(ctx context.Context, repository string, rev Revision, c
 	if _, ok := store.Lookup(vkey); ok {
 		return nil
 	}
-	if err := v.Verify(ctx, repository, rev.Digest, client); err != nil {
+	done := source.Request(source.KindOCIVerify, repository)
+	err := v.Verify(ctx, repository, rev.Digest, client)
+	done()
+	if err != nil {
 		var ve *VerificationError
 		if !errors.As(err, &ve) {
 			// The signatures could not be read: a registry error, not a verdict.
@@ -129,8 +132,11 @@ func (f *Fetcher) pull(ctx context.Context, repository string, rev Revision, cli
 	defer os.RemoveAll(staging)
 	tree := filepath.Join(staging, "tree")
 	f.pulls.Add(1)
+	done := source.Request(source.KindOCIPull, repository)
 	ref := ocilib.Reference{Repository: repository, Digest: rev.Digest}
-	if _, err := client.Pull(ctx, ref, tree, ocilib.PullOptions{MaxSize: f.MaxSize, MaxExtractedSize: f.MaxSize, LayerMediaType: opts.LayerMediaType}); err != nil {
+	_, err = client.Pull(ctx, ref, tree, ocilib.PullOptions{MaxSize: f.MaxSize, MaxExtractedSize: f.MaxSize, LayerMediaType: opts.LayerMediaType})
+	done()
+	if err != nil {
 		return artifact.Artifact{}, pullError(err, repository, rev)
 	}
 	a, err := store.Put(ctx, tree)

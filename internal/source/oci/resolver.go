@@ -129,7 +129,9 @@ func (r *Resolver) Resolve(ctx context.Context, repository string, ref Ref, clie
 			ctx, cancel = context.WithTimeout(ctx, r.Timeout)
 			defer cancel()
 		}
+		done := source.Request(source.KindOCIResolve, repository)
 		rev, err := lookup(ctx, repository, ref, client)
+		done()
 		if err != nil {
 			return Revision{}, classify(err, repository, ref)
 		}
