@@ -16,8 +16,8 @@ var (
 		Help: "Pulumi operations run (one runner process each), by type and outcome.",
 	}, []string{"type", "outcome"})
 	operationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "stackpilot_operation_duration_seconds",
-		Help:    "Duration of Pulumi operations, by type.",
+		Name: "stackpilot_operation_duration_seconds",
+		Help: "Duration of Pulumi operations, by type.",
 		// Pulumi runs take seconds (nothing to do) to tens of minutes (a
 		// cluster, a database): the buckets reach past the default timeout.
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800, 3600},

@@ -76,7 +76,7 @@ func TestSourceMetricsShowSharing(t *testing.T) {
 	for _, err := range errs {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	g.Expect(sourceRequests(t, source.KindGitLsRemote, host) - lsBefore).To(Equal(1.0), "100 resolutions of one repository, one ls-remote")
+	g.Expect(sourceRequests(t, source.KindGitLsRemote, host)-lsBefore).To(Equal(1.0), "100 resolutions of one repository, one ls-remote")
 
 	store := newTestStore(t)
 	f := NewFetcher()
@@ -84,7 +84,7 @@ func TestSourceMetricsShowSharing(t *testing.T) {
 		_, err := f.Fetch(ctx, withCreds, revs[0], nil, store)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	g.Expect(sourceRequests(t, source.KindGitFetch, host) - fetchBefore).To(Equal(1.0), "one commit, one clone")
+	g.Expect(sourceRequests(t, source.KindGitFetch, host)-fetchBefore).To(Equal(1.0), "one commit, one clone")
 
 	out, err := testutil.GatherAndCount(metrics.Registry, "stackpilot_source_fetch_duration_seconds")
 	g.Expect(err).NotTo(HaveOccurred())
