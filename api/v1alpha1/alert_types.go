@@ -206,3 +206,9 @@ func init() {
 		return nil
 	})
 }
+
+// GetConditions returns the status conditions (Flux's conditions.Getter).
+func (in *Alert) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions (Flux's conditions.Setter).
+func (in *Alert) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
