@@ -188,8 +188,10 @@ func TestSuspendedAndUnselectedAlertsSendNothing(t *testing.T) {
 	for name, mutate := range map[string]func(*v1alpha1.Alert){
 		"suspended": func(a *v1alpha1.Alert) { a.Spec.Suspend = true },
 		"by name":   func(a *v1alpha1.Alert) { a.Spec.Stacks.Names = []string{"other"} },
-		"by label":  func(a *v1alpha1.Alert) { a.Spec.Stacks.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}} },
-		"by event":  func(a *v1alpha1.Alert) { a.Spec.Events = []v1alpha1.AlertEventType{v1alpha1.EventDrifted} },
+		"by label": func(a *v1alpha1.Alert) {
+			a.Spec.Stacks.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}
+		},
+		"by event": func(a *v1alpha1.Alert) { a.Spec.Events = []v1alpha1.AlertEventType{v1alpha1.EventDrifted} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			rg := newRig(t, func(w http.ResponseWriter, r *http.Request) {}, mutate)

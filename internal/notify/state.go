@@ -48,9 +48,10 @@ var notFailure = map[string]bool{
 func IsFailureReason(reason string) bool { return !notFailure[reason] }
 
 // Seed is the state of a Stack seen for the first time: no message.
+// A Stack in the middle of an operation is taken as it is: what it had
+// applied, whether it was failing.
 func Seed(stack *v1alpha1.Stack) State {
-	s, _ := Next(State{}, stack)
-	return s
+	return derive(State{}, stack)
 }
 
 // Next folds a new observation of the Stack into prev and returns the new
@@ -59,6 +60,15 @@ func Seed(stack *v1alpha1.Stack) State {
 // new apply is one "recovered" message, not two), so that an Alert that
 // asks only for the implied kind still gets it.
 func Next(prev State, stack *v1alpha1.Stack) (State, []Change) {
+	if !Settled(stack) {
+		return prev, nil
+	}
+	cur := derive(prev, stack)
+	return cur, changes(prev, cur)
+}
+
+// derive folds the Stack's status into prev.
+func derive(prev State, stack *v1alpha1.Stack) State {
 	cur := prev
 	st := &stack.Status
 	if ready := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition); ready != nil {
@@ -86,37 +96,56 @@ func Next(prev State, stack *v1alpha1.Stack) (State, []Change) {
 	if rb := st.Rollback; rb != nil {
 		cur.Rollback = rb.At.UTC().Format("2006-01-02T15:04:05Z") + " " + rb.FailedRevision
 	}
+	return cur
+}
 
-	var changes []Change
+// changes lists the kinds of change from prev to cur.
+func changes(prev, cur State) []Change {
+
+	var out []Change
 	rolledBack := cur.Rollback != prev.Rollback && cur.Rollback != ""
 	applied := cur.Applied != prev.Applied && cur.Applied != ""
 	switch {
 	case rolledBack && !prev.Failed && cur.Failed:
-		changes = append(changes, Change{Type: v1alpha1.EventRolledBack, Also: []v1alpha1.AlertEventType{v1alpha1.EventFailed}})
+		out = append(out, Change{Type: v1alpha1.EventRolledBack, Also: []v1alpha1.AlertEventType{v1alpha1.EventFailed}})
 	case rolledBack:
-		changes = append(changes, Change{Type: v1alpha1.EventRolledBack})
+		out = append(out, Change{Type: v1alpha1.EventRolledBack})
 	case !prev.Failed && cur.Failed:
-		changes = append(changes, Change{Type: v1alpha1.EventFailed})
+		out = append(out, Change{Type: v1alpha1.EventFailed})
 	}
 	switch {
 	case prev.Failed && !cur.Failed && applied:
-		changes = append(changes, Change{Type: v1alpha1.EventRecovered, Also: []v1alpha1.AlertEventType{v1alpha1.EventApplied}})
+		out = append(out, Change{Type: v1alpha1.EventRecovered, Also: []v1alpha1.AlertEventType{v1alpha1.EventApplied}})
 	case prev.Failed && !cur.Failed:
-		changes = append(changes, Change{Type: v1alpha1.EventRecovered})
+		out = append(out, Change{Type: v1alpha1.EventRecovered})
 	case applied && !rolledBack:
 		// A rollback re-applies the old revision: that is the rolled-back message.
-		changes = append(changes, Change{Type: v1alpha1.EventApplied})
+		out = append(out, Change{Type: v1alpha1.EventApplied})
 	}
 	switch {
 	case !prev.Drifted && cur.Drifted:
-		changes = append(changes, Change{Type: v1alpha1.EventDrifted})
+		out = append(out, Change{Type: v1alpha1.EventDrifted})
 	case prev.Drifted && !cur.Drifted:
-		changes = append(changes, Change{Type: v1alpha1.EventDriftResolved})
+		out = append(out, Change{Type: v1alpha1.EventDriftResolved})
 	}
 	if cur.Plan != prev.Plan && cur.Plan != "" {
-		changes = append(changes, Change{Type: v1alpha1.EventPlanPending})
+		out = append(out, Change{Type: v1alpha1.EventPlanPending})
 	}
-	return cur, changes
+	return out
+}
+
+// Settled says whether the Stack's status can be judged: no operation under
+// way, Ready not Unknown. The reconciler writes an operation's end in two
+// patches (the conditions, then the rest of the status); in between, the
+// conditions and the record disagree (Ready=True with the operation still
+// running, or a new lastAppliedRevision beside an old Ready), and judging
+// then would send "recovered" and then "applied" for one change.
+func Settled(stack *v1alpha1.Stack) bool {
+	if stack.Status.CurrentOperation != nil {
+		return false
+	}
+	ready := apimeta.FindStatusCondition(stack.Status.Conditions, v1alpha1.ReadyCondition)
+	return ready == nil || ready.Status != metav1.ConditionUnknown
 }
 
 // Change is one kind of change of a Stack's state.

@@ -18,6 +18,7 @@ type step struct {
 	drifted   metav1.ConditionStatus
 	plan      string
 	rollback  string
+	running   bool // status.currentOperation set
 	wantTypes []v1alpha1.AlertEventType
 }
 
@@ -37,6 +38,9 @@ func stackAt(s step) *v1alpha1.Stack {
 	}
 	if s.rollback != "" {
 		st.Status.Rollback = &v1alpha1.RollbackStatus{FailedRevision: s.rollback, At: metav1.NewTime(time.Unix(1000, 0))}
+	}
+	if s.running {
+		st.Status.CurrentOperation = &v1alpha1.OperationRecord{ID: "op", Outcome: v1alpha1.OutcomeRunning}
 	}
 	return st
 }
@@ -150,4 +154,25 @@ func TestFirstLine(t *testing.T) {
 	if got := FirstLine("ééééé", 6); got != "é…" {
 		t.Errorf("cut on a character boundary: %q", got)
 	}
+}
+
+// The reconciler ends an operation in two patches: the conditions, then
+// the record. The half-written status between them is not judged.
+func TestTransitionsHalfWrittenStatus(t *testing.T) {
+	runSteps(t, step{ready: F, reason: v1alpha1.ProgramErrorReason, applied: "a"}, []step{
+		{ready: U, reason: meta.ProgressingReason, applied: "a", running: true},
+		{ready: T, reason: meta.SucceededReason, applied: "a", running: true},
+		{ready: T, reason: meta.SucceededReason, applied: "b", wantTypes: []v1alpha1.AlertEventType{v1alpha1.EventRecovered}},
+		{ready: U, reason: meta.ProgressingReason, applied: "b", running: true},
+		// The record first, Ready still Unknown: not yet.
+		{ready: U, reason: meta.ProgressingReason, applied: "c"},
+		{ready: T, reason: meta.SucceededReason, applied: "c", wantTypes: []v1alpha1.AlertEventType{v1alpha1.EventApplied}},
+	})
+}
+
+// A controller that starts while an operation runs takes the Stack as it was.
+func TestSeedMidOperation(t *testing.T) {
+	runSteps(t, step{ready: U, reason: meta.ProgressingReason, applied: "a", running: true}, []step{
+		{ready: T, reason: meta.SucceededReason, applied: "a"},
+	})
 }
