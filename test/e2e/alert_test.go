@@ -84,13 +84,19 @@ func TestAlertTransitions(t *testing.T) {
 			a.Spec.Stacks.Names = []string{"someone-else"}
 			a.Spec.Stacks.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "nobody"}}
 		}),
+		// Its Secret does not exist: Ready=False, and nothing is sent.
+		newAlert(f.ns, "no-secret", v1alpha1.ProviderGenericHMAC, generic.URL()+"/no-secret", "missing"),
 	} {
 		g.Expect(env.Client.Create(ctx, a)).To(Succeed())
 	}
 	g.Eventually(func(g Gomega) {
-		var a v1alpha1.Alert
+		var a, missing v1alpha1.Alert
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "hmac"}, &a)).To(Succeed())
 		g.Expect(conditions.IsReady(&a)).To(BeTrue())
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "no-secret"}, &missing)).To(Succeed())
+		g.Expect(conditions.IsFalse(&missing, v1alpha1.ReadyCondition)).To(BeTrue())
+		g.Expect(conditions.GetReason(&missing, v1alpha1.ReadyCondition)).To(Equal(v1alpha1.InputsNotFoundReason))
+		g.Expect(conditions.GetMessage(&missing, v1alpha1.ReadyCondition)).To(ContainSubstring("Secret " + f.ns + "/missing"))
 	}, time.Minute, 500*time.Millisecond).Should(Succeed())
 
 	stack := f.stack("noisy", func(s *v1alpha1.Stack) {
@@ -213,6 +219,11 @@ func TestAlertHangingSinkDoesNotSlowReconciles(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
+	// The quiet Stack's program writes its own ConfigMap.
+	quietProgram := func(extra string) string {
+		return replaceOnce(bridgeProgram(extra), "name: app-settings", "name: quiet-settings")
+	}
+	f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram(""), "quiet/Pulumi.yaml": quietProgram("")}, "quiet") // a commit is the whole tree
 	sink := newAlertSink(t, true)
 	f.start(t)
 	logOnFailure(t, f)
@@ -221,17 +232,18 @@ func TestAlertHangingSinkDoesNotSlowReconciles(t *testing.T) {
 	}))).To(Succeed())
 	loud := f.stack("loud", func(s *v1alpha1.Stack) { s.Labels = map[string]string{"alerts": "on"} })
 	quiet := f.stack("quiet", func(s *v1alpha1.Stack) {
-		s.Spec.Outputs = &v1alpha1.OutputsTarget{SecretName: "quiet-outputs", ConfigMapName: "quiet-outputs"}
+		s.Spec.Source.Dir = "quiet"
 	})
 	g.Expect(env.Client.Create(ctx, loud)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, quiet)).To(Succeed())
-	waitApplied(t, client.ObjectKeyFromObject(loud), f.commit)
-	waitApplied(t, client.ObjectKeyFromObject(quiet), f.commit)
+	waitApplied(t, client.ObjectKeyFromObject(loud), "")
+	waitApplied(t, client.ObjectKeyFromObject(quiet), "")
 	g.Eventually(func() int { return len(sink.Requests()) }, 30*time.Second, 200*time.Millisecond).Should(Equal(1),
 		"the first message is in flight, unanswered")
 
 	for round := 1; round <= 2; round++ {
-		next := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram(fmt.Sprintf("\n        round: r%d", round))}, "next")
+		extra := fmt.Sprintf("\n        round: r%d", round)
+		next := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram(extra), "quiet/Pulumi.yaml": quietProgram(extra)}, "next")
 		start := time.Now()
 		requestReconcile(t, client.ObjectKeyFromObject(loud))
 		requestReconcile(t, client.ObjectKeyFromObject(quiet))
