@@ -278,3 +278,29 @@ func TestAlertHangingSinkDoesNotSlowReconciles(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(n).To(BeNumerically(">=", 1))
 }
+
+// TestAlertValidation: the API server refuses Alerts that could never send.
+func TestAlertValidation(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	for name, tc := range map[string]struct {
+		alert *v1alpha1.Alert
+		want  string
+	}{
+		"pagerduty without secret": {newAlert(ns, "a1", v1alpha1.ProviderPagerDuty, "", ""), `needs secretRef with a "token" key`},
+		"generic without address":  {newAlert(ns, "a2", v1alpha1.ProviderGeneric, "", ""), "set address, or secretRef"},
+		"address not http":         {newAlert(ns, "a3", v1alpha1.ProviderGeneric, "ftp://example.com/x", ""), "spec.provider.address"},
+		"unknown type":             {newAlert(ns, "a4", "email", "https://example.com", ""), "spec.provider.type"},
+		"unknown event": {newAlert(ns, "a5", v1alpha1.ProviderGeneric, "https://example.com", "", func(a *v1alpha1.Alert) {
+			a.Spec.Events = []v1alpha1.AlertEventType{"exploded"}
+		}), "spec.events"},
+	} {
+		err := env.Client.Create(ctx, tc.alert)
+		g.Expect(err).To(HaveOccurred(), name)
+		g.Expect(err.Error()).To(ContainSubstring(tc.want), name)
+	}
+	ok := newAlert(ns, "fine", v1alpha1.ProviderGitHub, "", "github-token")
+	g.Expect(env.Client.Create(ctx, ok)).To(Succeed(), "github with a Secret and the default address")
+}
