@@ -117,6 +117,19 @@ func TestAlertTransitions(t *testing.T) {
 	}, 3*time.Minute, time.Second).Should(Succeed())
 	g.Expect(eventsOf(t, generic.Requests())).To(Equal([]string{"applied", "failed"}), "retries of one failure send nothing")
 
+	// A restart, the Stack still failing: the new controller starts from the
+	// Stack's state and sends nothing for it.
+	g.Expect(f.ctrl.Stop()).To(Succeed())
+	firstLogs := f.ctrl.Logs(t)
+	failures := getStack(g, key).Status.Failures
+	f.start(t)
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, key)
+		g.Expect(s.Status.Failures).To(BeNumerically(">", failures), "the new controller retried: %s", readyMessage(s))
+		g.Expect(s.Status.CurrentOperation).To(BeNil())
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	g.Expect(eventsOf(t, generic.Requests())).To(Equal([]string{"applied", "failed"}), "no burst on restart")
+
 	fixed := f.git.Commit(t, repository, "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("\n        size: fixed")}, "fix")
 	requestReconcile(t, key)
 	waitApplied(t, key, fixed)
@@ -189,25 +202,29 @@ func TestAlertTransitions(t *testing.T) {
 		}
 	}
 	assertNoSecrets(t, f, key, secrets...)
+	for _, secret := range secrets {
+		g.Expect(firstLogs).NotTo(ContainSubstring(secret), "the first controller's log")
+	}
 
-	// Status and metrics.
+	// Status and metrics: the running controller's, the one restarted before
+	// the recovery (counts live in memory).
 	var a v1alpha1.Alert
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "hmac"}, &a)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "hmac"}, &a)).To(Succeed())
-		g.Expect(a.Status.Sent).To(BeEquivalentTo(3))
+		g.Expect(a.Status.Sent).To(BeEquivalentTo(1))
 		g.Expect(a.Status.LastSent).NotTo(BeNil())
 	}, 30*time.Second, time.Second).Should(Succeed())
 	g.Expect(a.Status.Failures).To(BeZero())
-	n, err := f.ctrl.Metric("stackpilot_alerts_sent_total", `provider="generic-hmac"`, `outcome="success"`)
+	for provider, want := range map[string]int{"generic-hmac": 1, "pagerduty": 1, "github": 1} {
+		n, err := f.ctrl.Metric("stackpilot_alerts_sent_total", `provider="`+provider+`"`, `outcome="success"`)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(BeEquivalentTo(want), provider)
+	}
+	// The Alert whose Secret is missing gave up on its message at once.
+	n, err := f.ctrl.Metric("stackpilot_alerts_sent_total", `provider="generic-hmac"`, `outcome="failure"`)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(n).To(BeEquivalentTo(3))
-	n, err = f.ctrl.Metric("stackpilot_alerts_sent_total", `provider="pagerduty"`, `outcome="success"`)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(n).To(BeEquivalentTo(2))
-	n, err = f.ctrl.Metric("stackpilot_alerts_sent_total", `provider="github"`, `outcome="success"`)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(n).To(BeEquivalentTo(3))
+	g.Expect(n).To(BeEquivalentTo(1))
 }
 
 // TestAlertHangingSinkDoesNotSlowReconciles: with an Alert whose endpoint
