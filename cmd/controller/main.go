@@ -189,6 +189,10 @@ func run() error {
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
 		return err
 	}
+	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
+	if err := controller.NewAlertReconciler(mgr).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
