@@ -50,6 +50,7 @@ func main() {
 
 type flags struct {
 	metricsAddr, probeAddr  string
+	webhookAddr             string
 	leaderElect             bool
 	leaderElectionNamespace string
 	dataDir                 string
@@ -88,6 +89,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.digestKeySecret, "digest-key-secret", "stackpilot-digest-key", "Name of the Secret, in the controller's namespace, holding the key of the inputs digest; created when absent.")
 	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	opts := &zap.Options{}
+	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	return f, opts
@@ -191,6 +193,9 @@ func run() error {
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
 	if err := controller.NewAlertReconciler(mgr).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := setupReceivers(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

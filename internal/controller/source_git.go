@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,11 +36,7 @@ func (r *StackReconciler) resolveGit(ctx context.Context, st *reconcileState) er
 	if err != nil {
 		return err
 	}
-	var opts []git.ResolveOption
-	if isRequested(stack) {
-		opts = append(opts, git.Force())
-	}
-	rev, err := r.Source.Resolver.Resolve(ctx, g.URL, gitRef(g.Ref), auth, r.sourceMaxAge(stack), opts...)
+	rev, err := r.Source.Resolver.Resolve(ctx, g.URL, gitRef(g.Ref), auth, r.sourceMaxAge(stack), requestedResolve(stack)...)
 	if err != nil {
 		return sourceError(err, v1alpha1.GitOperationFailedReason)
 	}
@@ -91,6 +88,21 @@ func (r *StackReconciler) gitAuth(ctx context.Context, stack *v1alpha1.Stack) (*
 		return nil, stalling(v1alpha1.AuthenticationFailedReason, "spec.source.git.secretRef (Secret %s): %v", g.SecretRef.Name, err)
 	}
 	return auth, nil
+}
+
+// requestedResolve is how a reconcile-now request resolves: a request
+// stamped with a time (a Receiver's, or `kubectl annotate ...=$(date)`) takes
+// any listing made since then, so the many Stacks one push asks to reconcile
+// share one ls-remote; any other value skips the cache.
+func requestedResolve(stack *v1alpha1.Stack) []git.ResolveOption {
+	if !isRequested(stack) {
+		return nil
+	}
+	v, _ := requestedAt(stack)
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return []git.ResolveOption{git.FetchedAfter(t)}
+	}
+	return []git.ResolveOption{git.Force()}
 }
 
 func gitRef(ref *v1alpha1.GitRef) git.Ref {

@@ -55,6 +55,9 @@ type Process struct {
 	done        chan struct{}
 	MetricsAddr string
 	ProbeAddr   string
+	// WebhookAddr is where the Receivers' webhooks are served
+	// (http://WebhookAddr/hook/...).
+	WebhookAddr string
 	LogPath     string
 }
 
@@ -71,6 +74,10 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	webhooks, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
 	if c.LogPath == "" {
 		c.LogPath = filepath.Join(c.DataDir, fmt.Sprintf("controller-%d.log", time.Now().UnixNano()))
 	}
@@ -82,6 +89,7 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 		"--data-dir=" + c.DataDir,
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + probes,
+		"--webhook-bind-address=" + webhooks,
 		"--pulumi=" + filepath.Join(c.BinDir, "pulumi"),
 	}, c.Args...)
 	cmd := exec.Command(c.Binary, args...)
@@ -104,7 +112,7 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("start the controller: %w", err)
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{}), MetricsAddr: metrics, ProbeAddr: probes, LogPath: c.LogPath}
+	p := &Process{cmd: cmd, done: make(chan struct{}), MetricsAddr: metrics, ProbeAddr: probes, WebhookAddr: webhooks, LogPath: c.LogPath}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()

@@ -17,6 +17,9 @@ import (
 // peeled to the commit they mark), and where HEAD points.
 type remoteRefs struct {
 	fetched time.Time
+	// started is when the request that got this listing was made: what
+	// it shows is at least as new as that.
+	started time.Time
 	// head is HEAD's target ("refs/heads/main"), when the server says.
 	head string
 	// headCommit is the commit HEAD resolves to.

@@ -57,12 +57,23 @@ func NewResolver() *Resolver {
 // ResolveOption changes one Resolve call.
 type ResolveOption func(*resolveOptions)
 
-type resolveOptions struct{ force bool }
+type resolveOptions struct {
+	force bool
+	after time.Time
+}
 
 // Force skips the cache: the answer comes from a request made now (shared
 // with other forced callers) and refreshes the cache. Use it when a user
 // asked for a reconcile now.
 func Force() ResolveOption { return func(o *resolveOptions) { o.force = true } }
+
+// FetchedAfter accepts only a listing whose request started at t or later,
+// and shares that request with every caller that asks so: when a webhook
+// asks a hundred Stacks on one repository to reconcile at t, the first
+// resolve lists the references and the other 99 reuse its answer, where
+// Force would have each make its own request. A t in the future (a clock
+// ahead of ours) is Force.
+func FetchedAfter(t time.Time) ResolveOption { return func(o *resolveOptions) { o.after = t } }
 
 // CacheKey is the key the Resolver caches url's listing under for these
 // credentials; pass it to Forget.
@@ -76,6 +87,29 @@ func (r *Resolver) Forget(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.cache, key)
+}
+
+// Invalidate drops every cached listing of the repository at url, whatever
+// the credentials, comparing URLs as NormalizeURL does (https, ssh and
+// ".git" forms are one repository); the next Resolve asks the server. A
+// webhook calls it when the repository was pushed to. It returns how many
+// listings were dropped.
+func (r *Resolver) Invalidate(url string) int {
+	want := NormalizeURL(url)
+	if want == "" {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for key := range r.cache {
+		u, _, _ := strings.Cut(key, "\x00")
+		if NormalizeURL(u) == want {
+			delete(r.cache, key)
+			n++
+		}
+	}
+	return n
 }
 
 // Requests returns how many times the Resolver has asked a server for its
@@ -100,7 +134,7 @@ func (r *Resolver) Resolve(ctx context.Context, url string, ref Ref, auth *Auth,
 	if ref.Commit != "" {
 		return pinned(ref), nil
 	}
-	refs, err := r.listing(ctx, url, auth, maxAge, o.force)
+	refs, err := r.listing(ctx, url, auth, maxAge, o)
 	if err != nil {
 		return Revision{}, classify(err, "list references of", url, ref.String(), auth)
 	}
@@ -136,8 +170,16 @@ func pinned(ref Ref) Revision {
 
 // listing returns the cached listing for (url, auth) if fresh enough, or
 // fetches it, sharing the request with concurrent callers.
-func (r *Resolver) listing(ctx context.Context, url string, auth *Auth, maxAge time.Duration, force bool) (*remoteRefs, error) {
+func (r *Resolver) listing(ctx context.Context, url string, auth *Auth, maxAge time.Duration, o resolveOptions) (*remoteRefs, error) {
 	key := CacheKey(url, auth)
+	force := o.force
+	if !o.after.IsZero() && !force {
+		if o.after.After(r.now()) {
+			force = true
+		} else {
+			return r.listingAfter(ctx, url, auth, key, o.after)
+		}
+	}
 	if !force {
 		if refs, ok := r.fresh(key, maxAge); ok {
 			return refs, nil
@@ -157,19 +199,57 @@ func (r *Resolver) listing(ctx context.Context, url string, auth *Auth, maxAge t
 				return refs, nil
 			}
 		}
-		r.requests.Add(1)
-		if r.Timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, r.Timeout)
-			defer cancel()
-		}
-		refs, err := listRefs(ctx, url, auth)
-		if err != nil {
-			return nil, err
-		}
-		r.remember(key, refs)
-		return refs, nil
+		return r.request(ctx, url, auth, key)
 	})
+}
+
+// listingAfter returns a listing whose request started at after or later,
+// sharing one request among the callers that want one.
+func (r *Resolver) listingAfter(ctx context.Context, url string, auth *Auth, key string, after time.Time) (*remoteRefs, error) {
+	for attempt := 0; ; attempt++ {
+		if refs, ok := r.startedSince(key, after); ok {
+			return refs, nil
+		}
+		refs, err := r.flight.Do(ctx, key+"\x00after", func(ctx context.Context) (*remoteRefs, error) {
+			if refs, ok := r.startedSince(key, after); ok {
+				return refs, nil
+			}
+			return r.request(ctx, url, auth, key)
+		})
+		// A request joined before after was asked for is too old: one more,
+		// which then starts after it.
+		if err != nil || !refs.started.Before(after) || attempt > 0 {
+			return refs, err
+		}
+	}
+}
+
+// request lists the references now and caches the answer.
+func (r *Resolver) request(ctx context.Context, url string, auth *Auth, key string) (*remoteRefs, error) {
+	r.requests.Add(1)
+	started := r.now()
+	if r.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		defer cancel()
+	}
+	refs, err := listRefs(ctx, url, auth)
+	if err != nil {
+		return nil, err
+	}
+	refs.started = started
+	r.remember(key, refs)
+	return refs, nil
+}
+
+func (r *Resolver) startedSince(key string, after time.Time) (*remoteRefs, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	refs, ok := r.cache[key]
+	if !ok || refs.started.Before(after) {
+		return nil, false
+	}
+	return refs, true
 }
 
 func (r *Resolver) fresh(key string, maxAge time.Duration) (*remoteRefs, bool) {

@@ -1,0 +1,8 @@
+package controller
+
+// The Receiver reconciler reads Receivers and their Secrets and writes their
+// status; the webhook server patches the reconcile-request annotation of
+// the Stacks an event matches (covered by the Stack verbs in rbac.go).
+//
+// +kubebuilder:rbac:groups=stackpilot.dev,resources=receivers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=stackpilot.dev,resources=receivers/status,verbs=get;update;patch
