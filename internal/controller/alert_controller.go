@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -58,6 +60,7 @@ func (r *AlertReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *AlertReconciler) watchStacks(mgr ctrl.Manager) func(context.Context) error {
 	return func(ctx context.Context) error {
+		ctx = log.IntoContext(ctx, ctrl.Log.WithName("notifier"))
 		r.Notifier.Start(ctx)
 		inf, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.Stack{})
 		if err != nil {
@@ -65,11 +68,13 @@ func (r *AlertReconciler) watchStacks(mgr ctrl.Manager) func(context.Context) er
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
+				defer survive(ctx)
 				if s, ok := obj.(*v1alpha1.Stack); ok {
 					r.Notifier.Observe(ctx, s, nil)
 				}
 			},
 			UpdateFunc: func(oldObj, newObj any) {
+				defer survive(ctx)
 				old, _ := oldObj.(*v1alpha1.Stack)
 				s, ok := newObj.(*v1alpha1.Stack)
 				if ok && old != nil {
@@ -90,6 +95,15 @@ func (r *AlertReconciler) watchStacks(mgr ctrl.Manager) func(context.Context) er
 		}
 		<-ctx.Done()
 		return inf.RemoveEventHandler(reg)
+	}
+}
+
+// survive keeps a bug in the notifier from taking the controller down: a
+// panic in an informer handler is not recovered by controller-runtime, and
+// would stop every reconcile for the sake of a message.
+func survive(ctx context.Context) {
+	if r := recover(); r != nil {
+		log.FromContext(ctx).Error(fmt.Errorf("%v", r), "notifier panicked; the message is lost", "goroutine", string(debug.Stack()))
 	}
 }
 
