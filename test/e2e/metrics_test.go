@@ -202,4 +202,3 @@ func seriesSum(m map[string]*dto.MetricFamily, name string, want map[string]stri
 func seriesValue(m map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
 	return seriesSum(m, name, want)
 }
-
