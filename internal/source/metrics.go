@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -98,4 +99,18 @@ func hostLabel(h string) string {
 		}
 	}
 	return h
+}
+
+// RequestCount is stackpilot_source_requests_total{kind,host} now, for tests
+// that check how many requests reached a server (sharing, caching).
+func RequestCount(kind, host string) float64 {
+	return counterValue(requestsTotal.WithLabelValues(kind, host))
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }
