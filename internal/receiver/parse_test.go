@@ -66,7 +66,7 @@ func TestParse(t *testing.T) {
 			Repositories: []string{"docker.io/org/app"}, Tags: []string{"latest"}}},
 		"harbor": {typ: "oci", body: harborBody, want: Event{Name: "push", OCI: true,
 			Repositories: []string{"harbor.example/proj/app"}, Tags: []string{"v1"}}},
-		"oci unknown": {typ: "oci", body: `{"x":1}`, invalid: true},
+		"oci unknown":  {typ: "oci", body: `{"x":1}`, invalid: true},
 		"unknown type": {typ: "svn", body: "{}", invalid: true},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -24,11 +24,11 @@ const webhookToken = "e2e-webhook-token-5ecret"
 
 // createReceiver makes a Receiver of typ with its token Secret and returns
 // its webhook URL once it is Ready.
-func createReceiver(t *testing.T, f *fixture, name, typ string) string {
+func createReceiver(t *testing.T, ns string, ctrl *controllerProcess, name, typ string) string {
 	t.Helper()
-	createSecret(t, f.ns, name+"-token", map[string]string{"token": webhookToken})
+	createSecret(t, ns, name+"-token", map[string]string{"token": webhookToken})
 	rcv := &v1alpha1.Receiver{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1alpha1.ReceiverSpec{Type: typ, SecretRef: v1alpha1.LocalObjectReference{Name: name + "-token"}},
 	}
 	if err := env.Client.Create(context.Background(), rcv); err != nil {
@@ -40,10 +40,10 @@ func createReceiver(t *testing.T, f *fixture, name, typ string) string {
 		g.Expect(apimeta.IsStatusConditionTrue(rcv.Status.Conditions, v1alpha1.ReadyCondition)).To(BeTrue(), "%+v", rcv.Status.Conditions)
 		path = rcv.Status.WebhookPath
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
-	if want := receiver.WebhookPath([]byte(webhookToken), name, f.ns); path != want {
+	if want := receiver.WebhookPath([]byte(webhookToken), name, ns); path != want {
 		t.Fatalf("status.webhookPath = %q, want %q", path, want)
 	}
-	return "http://" + f.ctrl.WebhookAddr + path
+	return "http://" + ctrl.WebhookAddr + path
 }
 
 // githubPush is a GitHub push event body for repoURL's branch.
@@ -60,6 +60,27 @@ type hookResult struct {
 	Code    int
 	Outcome string `json:"outcome"`
 	Stacks  int    `json:"stacks"`
+}
+
+// post sends body to url with headers (name, value, ...).
+func post(t *testing.T, method, url string, body []byte, headers ...string) hookResult {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	r := hookResult{Code: resp.StatusCode}
+	_ = json.Unmarshal(data, &r)
+	return r
 }
 
 // postGitHub posts body as GitHub does: signed with token (unless empty),
@@ -91,9 +112,9 @@ func postGitHub(t *testing.T, url string, body []byte, token, delivery string) h
 }
 
 // receiverEvents reads stackpilot_receiver_events_total for one outcome.
-func receiverEvents(t *testing.T, f *fixture, typ, outcome string) int {
+func receiverEvents(t *testing.T, ctrl *controllerProcess, typ, outcome string) int {
 	t.Helper()
-	n, err := f.ctrl.Metric("stackpilot_receiver_events_total", fmt.Sprintf("type=%q", typ), fmt.Sprintf("outcome=%q", outcome))
+	n, err := ctrl.Metric("stackpilot_receiver_events_total", fmt.Sprintf("type=%q", typ), fmt.Sprintf("outcome=%q", outcome))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestReceiverGitHubPush(t *testing.T) {
 	otherURL := f.git.URL("other")
 	f.git.Commit(t, "other", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("")}, "other")
 	f.start(t)
-	hook := createReceiver(t, f, "github", v1alpha1.GitHubReceiver)
+	hook := createReceiver(t, f.ns, f.ctrl, "github", v1alpha1.GitHubReceiver)
 
 	app := f.stack("app")
 	// Untouched Stacks need no program: they only must not be asked.
@@ -88,7 +88,7 @@ func TestReceiverGitHubPush(t *testing.T) {
 	}
 
 	for outcome, want := range map[string]int{"accepted": 1, "unauthorized": 2, "too_large": 1, "replayed": 1} {
-		g.Expect(receiverEvents(t, f, "github", outcome)).To(Equal(want), outcome)
+		g.Expect(receiverEvents(t, f.ctrl, "github", outcome)).To(Equal(want), outcome)
 	}
 	var rcv v1alpha1.Receiver
 	g.Eventually(func(g Gomega) {
@@ -107,7 +107,7 @@ func TestReceiverHundredStacksOneLsRemote(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	f.start(t)
-	hook := createReceiver(t, f, "github", v1alpha1.GitHubReceiver)
+	hook := createReceiver(t, f.ns, f.ctrl, "github", v1alpha1.GitHubReceiver)
 	for i := range 100 {
 		s := f.stack(fmt.Sprintf("fleet-%03d", i), func(s *v1alpha1.Stack) { s.Spec.Source.Dir = "not-here" })
 		g.Expect(env.Client.Create(ctx, s)).To(Succeed())
