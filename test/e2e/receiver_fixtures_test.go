@@ -120,3 +120,7 @@ func receiverEvents(t *testing.T, ctrl *controllerProcess, typ, outcome string) 
 	}
 	return int(n)
 }
+
+func hexSign(body []byte, token string) string {
+	return hex.EncodeToString(receiver.Sign(body, []byte(token)))
+}
