@@ -90,19 +90,35 @@ func (r *StackReconciler) gitAuth(ctx context.Context, stack *v1alpha1.Stack) (*
 	return auth, nil
 }
 
+// requestStampWindow is how old a reconcile-now time may be and still be
+// trusted as "when it was asked": an old or hand-written time would let a
+// listing from before the request serve it, so it skips the cache instead.
+const requestStampWindow = 10 * time.Minute
+
 // requestedResolve is how a reconcile-now request resolves: a request
-// stamped with a time (a Receiver's, or `kubectl annotate ...=$(date)`) takes
-// any listing made since then, so the many Stacks one push asks to reconcile
-// share one ls-remote; any other value skips the cache.
+// stamped with a recent time (a Receiver's, or `kubectl annotate
+// ...=$(date -u +%FT%T.%NZ)`) takes any listing made since then, so the many
+// Stacks one push asks to reconcile share one ls-remote; any other value
+// skips the cache.
 func requestedResolve(stack *v1alpha1.Stack) []git.ResolveOption {
 	if !isRequested(stack) {
 		return nil
 	}
-	v, _ := requestedAt(stack)
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+	if t, ok := requestStamp(stack); ok {
 		return []git.ResolveOption{git.FetchedAfter(t)}
 	}
 	return []git.ResolveOption{git.Force()}
+}
+
+// requestStamp is the time of the reconcile-now request, when its value is
+// an RFC 3339 time within requestStampWindow.
+func requestStamp(stack *v1alpha1.Stack) (time.Time, bool) {
+	v, _ := requestedAt(stack)
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || time.Since(t) >= requestStampWindow {
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 func gitRef(ref *v1alpha1.GitRef) git.Ref {

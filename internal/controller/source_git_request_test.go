@@ -1,0 +1,42 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+)
+
+func TestRequestedResolve(t *testing.T) {
+	stack := func(v string) *v1alpha1.Stack {
+		s := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{}}
+		if v != "" {
+			s.Annotations = map[string]string{v1alpha1.ReconcileRequestAnnotation: v}
+		}
+		return s
+	}
+	if opts := requestedResolve(stack("")); len(opts) != 0 {
+		t.Fatal("no request, no option")
+	}
+	handled := stack("x")
+	handled.Status.LastHandledReconcileAt = "x"
+	if opts := requestedResolve(handled); len(opts) != 0 {
+		t.Fatal("a handled request is no request")
+	}
+	for v, want := range map[string]bool{
+		time.Now().UTC().Format(time.RFC3339Nano):                 true,
+		time.Now().Format(time.RFC3339Nano):                       true,
+		time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano): false, // stale: not trusted
+		"1700000000":                 false,
+		"drift-2026-01-01T00:00:00Z": false,
+	} {
+		if len(requestedResolve(stack(v))) != 1 {
+			t.Fatalf("%q: want one option", v)
+		}
+		if _, got := requestStamp(stack(v)); got != want {
+			t.Errorf("%q: shared listing = %v, want %v", v, got, want)
+		}
+	}
+}
