@@ -25,4 +25,11 @@ var EventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 func init() {
 	metrics.Registry.MustRegister(EventsTotal)
+	// Every series exists from the start at 0, so that rates and alerts
+	// work before the first event of a kind.
+	for _, typ := range []string{"github", "gitlab", "bitbucket", "gitea", "generic-hmac", "generic", "oci"} {
+		for _, outcome := range []string{OutcomeAccepted, OutcomeUnauthorized, OutcomeTooLarge, OutcomeReplayed, OutcomeIgnored, OutcomeInvalid} {
+			EventsTotal.WithLabelValues(typ, outcome)
+		}
+	}
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // The answers that need no Kubernetes: every path that returns before
@@ -70,4 +72,14 @@ func TestServerRefusesAndIgnores(t *testing.T) {
 	rec = httptest.NewRecorder()
 	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
 	check("deleted Receiver", rec.Code, "", 404, "")
+}
+
+func TestEventsTotalSeriesExistAtZero(t *testing.T) {
+	n, err := testutil.GatherAndCount(metrics.Registry, "stackpilot_receiver_events_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 7*6 {
+		t.Fatalf("%d series, want one per type and outcome (42)", n)
+	}
 }
