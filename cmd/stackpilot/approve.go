@@ -65,13 +65,9 @@ Exit codes:
 			if cmd.Flags().Changed("plan") && opts.plan == "" {
 				return usageErrorf("--plan needs a plan id (see `stackpilot plan %s`)", args[0])
 			}
-			g, err := c.stackGetter()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			return c.approve(ctx, g, args[0], opts)
+			return c.withStack(args[0], func(ctx context.Context, g *stackGetter, s *v1alpha1.Stack) error {
+				return c.approve(ctx, g, s, opts)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&opts.plan, "plan", "", "Approve only this plan id (refused when it is not the pending plan).")
@@ -81,11 +77,8 @@ Exit codes:
 	return cmd
 }
 
-func (c *cli) approve(ctx context.Context, g *stackGetter, name string, opts approveOptions) error {
-	s, err := g.get(ctx, name)
-	if err != nil {
-		return err
-	}
+func (c *cli) approve(ctx context.Context, g *stackGetter, s *v1alpha1.Stack, opts approveOptions) error {
+	name := s.Name
 	id, err := approvable(s, opts.plan)
 	if err != nil {
 		return err
@@ -262,8 +255,8 @@ func (c *cli) completePendingPlan(_ *cobra.Command, args []string, _ string) ([]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var s v1alpha1.Stack
-	if err := g.cl.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: args[0]}, &s); err != nil || s.Status.PendingPlan == nil {
+	s, err := g.get(ctx, args[0])
+	if err != nil || s.Status.PendingPlan == nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	p := s.Status.PendingPlan

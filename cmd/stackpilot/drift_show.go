@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -33,17 +34,9 @@ check found; ` + "`drift check`" + ` is the one whose exit code says "drifted".`
 			if err != nil {
 				return err
 			}
-			g, err := c.stackGetter()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			s, err := g.get(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return writeDriftReport(c.stdout, format, newDriftReport(s), time.Now())
+			return c.withStack(args[0], func(_ context.Context, _ *stackGetter, s *v1alpha1.Stack) error {
+				return writeDriftReport(c.stdout, format, newDriftReport(s), time.Now())
+			})
 		},
 	}
 	addOutputFlag(cmd, &output)

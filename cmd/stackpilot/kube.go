@@ -22,6 +22,8 @@ type kubeOptions struct {
 	kubeconfig string
 	context    string
 	namespace  string
+	// allNamespaces is -A: verbs that list read every namespace.
+	allNamespaces bool
 
 	// loaded is built on first use: flags are parsed by then.
 	loaded clientcmd.ClientConfig
@@ -31,6 +33,7 @@ func (o *kubeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).")
 	fs.StringVar(&o.context, "context", "", "The kubeconfig context to use (default: its current context).")
 	fs.StringVarP(&o.namespace, "namespace", "n", "", "The namespace (default: the context's namespace, else \"default\").")
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List across all namespaces (verbs that list, such as get stacks).")
 }
 
 func (o *kubeOptions) clientConfig() clientcmd.ClientConfig {

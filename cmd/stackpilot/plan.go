@@ -62,21 +62,13 @@ Exit codes:
 			if err != nil {
 				return err
 			}
-			g, err := c.stackGetter()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			s, err := g.get(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if s.Status.PendingPlan == nil {
-				return noPendingPlan(s)
-			}
-			d, omitted := c.fullPlan(ctx, fetcher, s)
-			return c.writePlan(format, s, d, omitted)
+			return c.withStack(args[0], func(ctx context.Context, _ *stackGetter, s *v1alpha1.Stack) error {
+				if s.Status.PendingPlan == nil {
+					return noPendingPlan(s)
+				}
+				d, omitted := c.fullPlan(ctx, fetcher, s)
+				return c.writePlan(format, s, d, omitted)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "Output format: text (like pulumi preview), json or yaml (the plan document).")
