@@ -214,9 +214,13 @@ func fromConfigMap(cm *corev1.ConfigMap, s *v1alpha1.Stack) stackOutputs {
 }
 
 // fromStatus reads status.outputs: JSON text, the mask, or an omission note.
-func fromStatus(s *v1alpha1.Stack) stackOutputs {
+func fromStatus(s *v1alpha1.Stack) stackOutputs { return outputsText(s.Status.Outputs) }
+
+// outputsText reads values as status.outputs holds them: strings as JSON
+// text are unquoted, so that they print as the outputs verb prints them.
+func outputsText(status map[string]string) stackOutputs {
 	var outs stackOutputs
-	for k, v := range s.Status.Outputs {
+	for k, v := range status {
 		isJSON := json.Valid([]byte(v))
 		if isJSON && strings.HasPrefix(v, `"`) {
 			var str string

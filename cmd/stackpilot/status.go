@@ -233,8 +233,8 @@ func writeStatus(w io.Writer, r statusReport, now time.Time) error {
 		fmt.Fprintln(w, "  none")
 	} else {
 		t := newTable(indent{w}, "NAME", "VALUE")
-		for _, k := range sortedKeys(r.Outputs) {
-			t.row(k, r.Outputs[k])
+		for _, o := range outputsText(r.Outputs) {
+			t.row(o.name, o.text)
 		}
 		if err := t.flush(); err != nil {
 			return err
