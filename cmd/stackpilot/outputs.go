@@ -101,14 +101,14 @@ func (c *cli) readOutputs(ctx context.Context, cl client.Client, s *v1alpha1.Sta
 	target := s.Spec.Outputs
 	if target == nil || (target.SecretName == "" && target.ConfigMapName == "") {
 		if showSecrets {
-			return nil, fmt.Errorf("Stack %s/%s publishes no outputs Secret (spec.outputs.secretName), so its secret values are only in its Pulumi state: set spec.outputs.secretName, or run `pulumi stack output --show-secrets` against its backend", s.Namespace, s.Name)
+			return nil, fmt.Errorf("the Stack %s/%s publishes no outputs Secret (spec.outputs.secretName), so its secret values are only in its Pulumi state: set spec.outputs.secretName, or run `pulumi stack output --show-secrets` against its backend", s.Namespace, s.Name)
 		}
 		c.infof("Stack %s/%s has no spec.outputs: these are status.outputs, where values over 1 KiB are omitted.", s.Namespace, s.Name)
 		return fromStatus(s), nil
 	}
 	if showSecrets {
 		if target.SecretName == "" {
-			return nil, fmt.Errorf("Stack %s/%s publishes its outputs to ConfigMap %s only, without the secret ones: set spec.outputs.secretName to publish them to a Secret", s.Namespace, s.Name, target.ConfigMapName)
+			return nil, fmt.Errorf("the Stack %s/%s publishes its outputs to ConfigMap %s only, without the secret ones: set spec.outputs.secretName to publish them to a Secret", s.Namespace, s.Name, target.ConfigMapName)
 		}
 		sec, err := readOutputsObject[*corev1.Secret](ctx, cl, s, "Secret", target.SecretName, &corev1.Secret{})
 		if err != nil {

@@ -246,7 +246,7 @@ func TestCLIViews(t *testing.T) {
 		g.Expect(errOut).To(HavePrefix("stackpilot: -A/--all-namespaces lists Stacks; a named Stack is read in one namespace: use -n NAMESPACE\n"))
 		_, errOut, code = mustPlanCLI(t, f.nsB, "outputs", "shop-db", "--show-secrets")
 		g.Expect(code).To(Equal(1))
-		g.Expect(f.normalise(errOut)).To(HavePrefix("stackpilot: Stack views-b-00000000/shop-db publishes no outputs Secret (spec.outputs.secretName)"))
+		g.Expect(f.normalise(errOut)).To(HavePrefix("stackpilot: the Stack views-b-00000000/shop-db publishes no outputs Secret (spec.outputs.secretName)"))
 		out, errOut, code := mustPlanCLI(t, f.nsB, "get", "stacks", "-l", "app=none")
 		g.Expect(code).To(Equal(0), errOut)
 		g.Expect(out).To(BeEmpty())
