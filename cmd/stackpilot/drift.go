@@ -6,11 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/spf13/cobra"
-
-	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
 // Exit codes of `drift check`, besides 0 (checked, no drift), 1 (error,
@@ -63,12 +59,12 @@ func (c *cli) completeStacks(_ *cobra.Command, args []string, toComplete string)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var list v1alpha1.StackList
-	if err := g.cl.List(ctx, &list, client.InNamespace(g.ns)); err != nil {
+	stacks, err := g.list(ctx, false, nil)
+	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var names []string
-	for _, s := range list.Items {
+	for _, s := range stacks {
 		if strings.HasPrefix(s.Name, toComplete) {
 			names = append(names, s.Name)
 		}

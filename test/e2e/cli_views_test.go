@@ -253,6 +253,13 @@ func TestCLIViews(t *testing.T) {
 		g.Expect(f.normalise(errOut)).To(Equal("No Stacks found in namespace views-b-00000000 matching \"app=none\".\n"))
 	})
 
+	t.Run("completion", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, code := mustPlanCLI(t, f.nsA, "__complete", "status", "sh")
+		g.Expect(code).To(Equal(0), errOut)
+		g.Expect(out).To(HavePrefix("shop-web\n:4\n"))
+	})
+
 	t.Run("outputs without the right to read the Secret", func(t *testing.T) {
 		g := NewWithT(t)
 		kubeconfig := impersonating(t, "jane", f.nsA, rbacv1.PolicyRule{
