@@ -90,7 +90,11 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newDriftCmd(),
 		c.newPlanCmd(),
 		c.newApproveCmd(),
-		c.newGetCmd(), c.newStatusCmd(), c.newHistoryCmd(), c.newEventsCmd(), c.newOutputsCmd(),
+		c.newGetCmd(),
+		c.newStatusCmd(),
+		c.newHistoryCmd(),
+		c.newEventsCmd(),
+		c.newOutputsCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)
