@@ -90,6 +90,9 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newDriftCmd(),
 		c.newPlanCmd(),
 		c.newApproveCmd(),
+		c.newCheckCmd(),
+		c.newInstallCmd(),
+		c.newUninstallCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)
