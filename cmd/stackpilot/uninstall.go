@@ -99,6 +99,9 @@ func (c *cli) uninstall(ctx context.Context, opts uninstallOptions) error {
 		switch {
 		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 			fmt.Fprintf(c.stderr, "✔ %s already gone\n", describe(o))
+		case apierrors.IsConflict(err) && o.GetKind() == "Namespace":
+			// A namespace being emptied refuses a second delete.
+			fmt.Fprintf(c.stderr, "✔ %s already being deleted\n", describe(o))
 		case err != nil:
 			return fmt.Errorf("deleting %s: %w", describe(o), err)
 		default:
