@@ -126,8 +126,7 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 // it sets: install is the owner of what config/default declares.
 func (c *cli) apply(ctx context.Context, cl client.Client, objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
-		//nolint:staticcheck // client.Apply with unstructured needs no generated apply configurations.
-		if err := cl.Patch(ctx, o, client.Apply, client.FieldOwner(adminFieldManager), client.ForceOwnership); err != nil {
+		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(adminFieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s: %w", describe(o), err)
 		}
 		fmt.Fprintf(c.stderr, "✔ %s applied\n", describe(o))

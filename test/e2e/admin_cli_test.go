@@ -238,4 +238,20 @@ func TestAdminCLI(t *testing.T) {
 	_, errOut, code = adminCLI(t, kc, "", "uninstall", "--yes")
 	g.Expect(code).To(Equal(0), errOut)
 	g.Expect(errOut).To(ContainSubstring("✔ Deployment stackpilot-system/stackpilot-controller already gone"))
+
+	// Into another namespace, and out again keeping the CRDs.
+	_, errOut, code = adminCLI(t, kc, "", "install", "-n", "ops", "--image", "registry.example/stackpilot-controller:v9.9.9", "--wait=false")
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(errOut).To(ContainSubstring("✔ Deployment ops/stackpilot-controller applied"))
+	out, errOut, code = adminCLI(t, kc, "", "check", "--controller-namespace", "ops")
+	g.Expect(code).To(Equal(1), out+errOut)
+	g.Expect(out).To(MatchRegexp(`✔ ServiceAccount ops/stackpilot-controller has the \d+ permissions`))
+	g.Expect(out).To(ContainSubstring("✗ controller ops/stackpilot-controller"))
+	_, errOut, code = adminCLI(t, kc, "", "uninstall", "-n", "ops", "--yes", "--keep-crds")
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(errOut).To(ContainSubstring("but not the CRDs (--keep-crds)"))
+	g.Expect(errOut).NotTo(ContainSubstring("CustomResourceDefinition"))
+	g.Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: "ops", Name: "stackpilot-controller"}, &d))).To(BeTrue())
+	var list v1alpha1.StackList
+	g.Expect(cl.List(ctx, &list)).To(Succeed(), "the CRDs are kept")
 }
