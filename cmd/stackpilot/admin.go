@@ -113,8 +113,8 @@ func waitDeployment(ctx context.Context, cl client.Client, key client.ObjectKey)
 	}
 }
 
-// describe names an object for progress lines: "Deployment stackpilot-system/stackpilot-controller".
-func describe(o *unstructured.Unstructured) string {
+// manifestName names an object for progress lines: "Deployment stackpilot-system/stackpilot-controller".
+func manifestName(o *unstructured.Unstructured) string {
 	if ns := o.GetNamespace(); ns != "" {
 		return o.GetKind() + " " + ns + "/" + o.GetName()
 	}

@@ -96,7 +96,7 @@ func TestNeededPermissions(t *testing.T) {
 	}
 }
 
-func TestConfirm(t *testing.T) {
+func TestAskUninstall(t *testing.T) {
 	for _, tc := range []struct {
 		stdin string
 		err   string
@@ -110,12 +110,12 @@ func TestConfirm(t *testing.T) {
 	} {
 		var errOut strings.Builder
 		c := &cli{stdin: strings.NewReader(tc.stdin), stderr: &errOut}
-		err := c.confirm("Go? [y/N] ")
+		err := c.askUninstall("Go? [y/N] ")
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("confirm with stdin %q: %v, want error with %q", tc.stdin, err, tc.err)
+			t.Errorf("askUninstall with stdin %q: %v, want error with %q", tc.stdin, err, tc.err)
 		}
 		if !strings.HasPrefix(errOut.String(), "Go? [y/N] ") {
-			t.Errorf("confirm with stdin %q printed %q, want the prompt", tc.stdin, errOut.String())
+			t.Errorf("askUninstall with stdin %q printed %q, want the prompt", tc.stdin, errOut.String())
 		}
 	}
 }

@@ -229,7 +229,7 @@ func neededPermissions(ns string) ([]permission, error) {
 		}
 		var role rbacv1.ClusterRole
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
-			return nil, fmt.Errorf("embedded %s: %w", describe(o), err)
+			return nil, fmt.Errorf("embedded %s: %w", manifestName(o), err)
 		}
 		for _, rule := range role.Rules {
 			for _, g := range rule.APIGroups {

@@ -98,7 +98,7 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 		}
 	}
 	fmt.Fprintf(c.stderr, "► installing Stackpilot (%s) into namespace %s\n", image, ns)
-	if err := c.apply(ctx, cl, first); err != nil {
+	if err := c.applyManifests(ctx, cl, first); err != nil {
 		return err
 	}
 	for _, crd := range crds {
@@ -107,7 +107,7 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 		}
 	}
 	fmt.Fprintf(c.stderr, "✔ CRDs established\n")
-	if err := c.apply(ctx, cl, rest); err != nil {
+	if err := c.applyManifests(ctx, cl, rest); err != nil {
 		return err
 	}
 	if !opts.wait {
@@ -122,14 +122,14 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 	return nil
 }
 
-// apply server-side applies objs one by one, forcing ownership of the fields
+// applyManifests server-side applies objs one by one, forcing ownership of the fields
 // it sets: install is the owner of what config/default declares.
-func (c *cli) apply(ctx context.Context, cl client.Client, objs []*unstructured.Unstructured) error {
+func (c *cli) applyManifests(ctx context.Context, cl client.Client, objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
 		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(adminFieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s: %w", describe(o), err)
+			return fmt.Errorf("applying %s: %w", manifestName(o), err)
 		}
-		fmt.Fprintf(c.stderr, "✔ %s applied\n", describe(o))
+		fmt.Fprintf(c.stderr, "✔ %s applied\n", manifestName(o))
 	}
 	return nil
 }

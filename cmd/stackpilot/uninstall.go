@@ -75,7 +75,7 @@ func (c *cli) uninstall(ctx context.Context, opts uninstallOptions) error {
 	}
 	c.describeUninstall(cfg.Host, ns, stacks, opts)
 	if !opts.yes {
-		if err := c.confirm("Uninstall Stackpilot? [y/N] "); err != nil {
+		if err := c.askUninstall("Uninstall Stackpilot? [y/N] "); err != nil {
 			return err
 		}
 	}
@@ -98,14 +98,14 @@ func (c *cli) uninstall(ctx context.Context, opts uninstallOptions) error {
 		err := cl.Delete(ctx, o, client.PropagationPolicy("Background"))
 		switch {
 		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-			fmt.Fprintf(c.stderr, "✔ %s already gone\n", describe(o))
+			fmt.Fprintf(c.stderr, "✔ %s already gone\n", manifestName(o))
 		case apierrors.IsConflict(err) && o.GetKind() == "Namespace":
 			// A namespace being emptied refuses a second delete.
-			fmt.Fprintf(c.stderr, "✔ %s already being deleted\n", describe(o))
+			fmt.Fprintf(c.stderr, "✔ %s already being deleted\n", manifestName(o))
 		case err != nil:
-			return fmt.Errorf("deleting %s: %w", describe(o), err)
+			return fmt.Errorf("deleting %s: %w", manifestName(o), err)
 		default:
-			fmt.Fprintf(c.stderr, "✔ %s deleted\n", describe(o))
+			fmt.Fprintf(c.stderr, "✔ %s deleted\n", manifestName(o))
 		}
 	}
 	fmt.Fprintf(c.stderr, "✔ Stackpilot is uninstalled\n")
@@ -144,9 +144,9 @@ func (c *cli) describeUninstall(host, ns string, stacks []v1alpha1.Stack, opts u
 	}
 }
 
-// confirm asks on stderr and reads the answer from stdin (a terminal or a
+// askUninstall asks on stderr and reads the answer from stdin (a terminal or a
 // pipe: `yes | stackpilot uninstall` works); only y or yes goes on.
-func (c *cli) confirm(prompt string) error {
+func (c *cli) askUninstall(prompt string) error {
 	fmt.Fprint(c.stderr, prompt)
 	line, err := bufio.NewReader(c.stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
