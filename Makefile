@@ -68,8 +68,9 @@ generate: ## Generate the API's deepcopy code (api/**/zz_generated.deepcopy.go).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml) from markers.
+manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml) from markers, and render config/default into internal/manifests/stackpilot.yaml (what `stackpilot install` applies).
 	$(CONTROLLER_GEN) rbac:roleName=stackpilot-manager-role crd paths=./... output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(BIN)/kubectl kustomize config/default > internal/manifests/stackpilot.yaml
 
 ##@ Development
 

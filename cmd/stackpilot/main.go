@@ -6,6 +6,7 @@
 //	stackpilot artifact push|pull|list|tag|diff|sign|verify|keygen   Pulumi programs as OCI artifacts
 //	stackpilot drift check|show STACK   run a drift check now, print the last report
 //	stackpilot plan STACK | approve STACK [--plan ID] [--wait]   review and approve a pending plan
+//	stackpilot check [--pre] | install [--export] | uninstall [--yes]   check, install, remove Stackpilot
 //	stackpilot version | completion bash|zsh|fish
 //
 // Exit codes: 0 ok, 1 failure, 2 usage, 3 drift found (drift check) or no pending plan (plan, approve). It links no test scaffolding

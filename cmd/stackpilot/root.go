@@ -95,6 +95,9 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newHistoryCmd(),
 		c.newEventsCmd(),
 		c.newOutputsCmd(),
+		c.newCheckCmd(),
+		c.newInstallCmd(),
+		c.newUninstallCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/internal/manifests"
+)
+
+type installOptions struct {
+	export  bool
+	image   string
+	wait    bool
+	timeout time.Duration
+}
+
+func (c *cli) newInstallCmd() *cobra.Command {
+	opts := installOptions{}
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Install Stackpilot (CRDs, RBAC, the controller) into the cluster, or print its manifests",
+		Long: `Applies the manifests of config/default that are built into this binary: the
+CRDs (stacks, receivers, alerts.stackpilot.dev), the controller's namespace,
+ServiceAccount and RBAC, its Service and Deployment, with the controller image
+this CLI was built for (` + manifests.ImageRepository + `:<version>; a
+development build needs --image).
+
+It server-side applies them as field manager "stackpilot" (running it again
+upgrades in place): the CRDs first, waiting until they are established, then
+the rest, then it waits until the Deployment has rolled out (--wait=false: do
+not wait).
+
+-n sets the namespace to install into (default stackpilot-system, not the
+context's namespace). --export prints the manifests instead of applying
+them, for GitOps (commit them, or pipe them to kubectl apply).`,
+		Example: `  stackpilot install
+  stackpilot install --export > stackpilot.yaml
+  stackpilot install -n platform --image registry.example/stackpilot-controller:v0.3.0`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.install(cmd.Context(), opts)
+		},
+	}
+	fs := cmd.Flags()
+	fs.BoolVar(&opts.export, "export", false, "Print the manifests on stdout instead of applying them.")
+	fs.StringVar(&opts.image, "image", "", "The controller image (default: "+manifests.ImageRepository+":<this CLI's version>).")
+	fs.BoolVar(&opts.wait, "wait", true, "Wait until the controller's Deployment has rolled out.")
+	fs.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "How long to wait for the CRDs and the Deployment.")
+	return cmd
+}
+
+func (c *cli) install(ctx context.Context, opts installOptions) error {
+	image := opts.image
+	if image == "" {
+		var err error
+		if image, err = defaultImage(cliVersion()); err != nil {
+			return err
+		}
+	}
+	ns := c.installNamespace()
+	objs, err := manifests.Objects(manifests.Options{Namespace: ns, Image: image})
+	if err != nil {
+		return err
+	}
+	if opts.export {
+		out, err := manifests.YAML(objs)
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(out)
+		return err
+	}
+	cl, err := c.kube.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+
+	// CRDs (and the namespace) first: the API server must serve the kinds
+	// before anything may use them, and a CRD is usable only once
+	// established.
+	var first, rest, crds []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "CustomResourceDefinition":
+			crds = append(crds, o)
+			first = append(first, o)
+		case "Namespace":
+			first = append(first, o)
+		default:
+			rest = append(rest, o)
+		}
+	}
+	fmt.Fprintf(c.stderr, "► installing Stackpilot (%s) into namespace %s\n", image, ns)
+	if err := c.applyManifests(ctx, cl, first); err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if err := waitEstablished(ctx, cl, crd.GetName()); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(c.stderr, "✔ CRDs established\n")
+	if err := c.applyManifests(ctx, cl, rest); err != nil {
+		return err
+	}
+	if !opts.wait {
+		fmt.Fprintf(c.stderr, "✔ installed; not waiting for the controller (check with `stackpilot check`)\n")
+		return nil
+	}
+	fmt.Fprintf(c.stderr, "◎ waiting for the controller to roll out\n")
+	if err := waitDeployment(ctx, cl, client.ObjectKey{Namespace: ns, Name: manifests.DeploymentName}); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "✔ the controller is ready; Stackpilot is installed\n")
+	return nil
+}
+
+// applyManifests server-side applies objs one by one, forcing ownership of the fields
+// it sets: install is the owner of what config/default declares.
+func (c *cli) applyManifests(ctx context.Context, cl client.Client, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(adminFieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s: %w", manifestName(o), err)
+		}
+		fmt.Fprintf(c.stderr, "✔ %s applied\n", manifestName(o))
+	}
+	return nil
+}
+
+// waitEstablished polls the CRD until its Established condition is True.
+func waitEstablished(ctx context.Context, cl client.Client, name string) error {
+	for {
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		err := cl.Get(ctx, client.ObjectKey{Name: name}, crd)
+		if err == nil && crdCondition(crd, "Established") == "True" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD %s is not established: see `kubectl describe crd %s`", name, name)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// crdCondition is the status of the CRD's condition of type typ, "" when absent.
+func crdCondition(crd *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,106 @@
+package manifests
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestRenderedIsUpToDate renders config/default as `make manifests` does
+// and compares: an edit under config/ without `make manifests` fails here,
+// not in a user's install.
+func TestRenderedIsUpToDate(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(root, "bin", "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("no bin/kubectl (run `make tools`): %v", err)
+	}
+	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "config", "default"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	want, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderr.String())
+	}
+	if !bytes.Equal(Rendered, want) {
+		t.Fatalf("internal/manifests/stackpilot.yaml is not config/default rendered: run `make manifests` and commit it")
+	}
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s in the manifests", kind, name)
+	return nil
+}
+
+func TestObjectsDefault(t *testing.T) {
+	objs, err := Objects(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+	}
+	if kinds["CustomResourceDefinition"] != 3 || kinds["Namespace"] != 1 || kinds["Deployment"] != 1 {
+		t.Fatalf("kinds %v: want 3 CRDs, 1 Namespace, 1 Deployment", kinds)
+	}
+	d := find(t, objs, "Deployment", DeploymentName)
+	if d.GetNamespace() != DefaultNamespace {
+		t.Errorf("Deployment in %q", d.GetNamespace())
+	}
+	find(t, objs, "Namespace", DefaultNamespace)
+	find(t, objs, "ClusterRole", ClusterRoleName)
+}
+
+func TestObjectsNamespaceAndImage(t *testing.T) {
+	objs, err := Objects(Options{Namespace: "ops", Image: "registry.example/sp:v1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := YAML(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(out); strings.Contains(s, DefaultNamespace) || strings.Contains(s, "stackpilot-controller:latest") {
+		t.Fatalf("the output still names %s or the default image:\n%s", DefaultNamespace, s)
+	}
+	find(t, objs, "Namespace", "ops")
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" || o.GetKind() == "CustomResourceDefinition" || strings.HasPrefix(o.GetKind(), "Cluster") {
+			if o.GetNamespace() != "" {
+				t.Errorf("cluster-scoped %s %s got namespace %q", o.GetKind(), o.GetName(), o.GetNamespace())
+			}
+			continue
+		}
+		if o.GetNamespace() != "ops" {
+			t.Errorf("%s %s in %q, want ops", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+	}
+	b := find(t, objs, "ClusterRoleBinding", "stackpilot-manager-rolebinding")
+	subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+	if ns := subjects[0].(map[string]any)["namespace"]; ns != "ops" {
+		t.Errorf("ClusterRoleBinding subject in %v, want ops", ns)
+	}
+	d := find(t, objs, "Deployment", DeploymentName)
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if img := containers[0].(map[string]any)["image"]; img != "registry.example/sp:v1.2.3" {
+		t.Errorf("image %v", img)
+	}
+	// The embedded objects are not changed: every call starts afresh.
+	again, _ := Objects(Options{})
+	find(t, again, "Namespace", DefaultNamespace)
+}
