@@ -81,7 +81,7 @@ func (c *cli) convert(o *convertOptions) error {
 	// Programs first: a directory that cannot be written prints no Stack
 	// pointing at it.
 	for _, p := range res.Programs {
-		path, err := writeProgram(o.programDir, p)
+		path, err := writeProgramDir(o.programDir, p)
 		if err != nil {
 			return err
 		}
@@ -113,9 +113,9 @@ func displayFile(file string) string {
 	return file
 }
 
-// writeProgram writes DIR/<dir>/Pulumi.yaml. It never overwrites a different
+// writeProgramDir writes DIR/<dir>/Pulumi.yaml. It never overwrites a different
 // file: that may be the user's own program.
-func writeProgram(root string, p convert.Program) (string, error) {
+func writeProgramDir(root string, p convert.Program) (string, error) {
 	dir := filepath.Join(root, filepath.FromSlash(p.Dir))
 	path := filepath.Join(dir, "Pulumi.yaml")
 	old, err := os.ReadFile(path)
