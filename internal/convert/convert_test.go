@@ -234,6 +234,7 @@ items:
   metadata: {name: flux, namespace: infra}
   spec:
     stack: dev
+    branch: main
     fluxSource: {sourceRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: OCIRepository, name: repo}, dir: app}
 - apiVersion: pulumi.com/v1
   kind: Stack
@@ -263,7 +264,7 @@ items:
 	g.Expect(st["lit"].Source.Git.SecretRef.Name).To(Equal("lit-converted-git"))
 	g.Expect(sec["lit-converted-git"]).To(Equal(map[string]string{"username": "git", "password": "tok"}))
 	g.Expect(st["ssh"].Source.Git.SecretRef.Name).To(Equal("key"))
-	g.Expect(warnedFields(res)).To(ConsistOf("spec.gitAuth.sshAuth", "kind"))
+	g.Expect(warnedFields(res)).To(ConsistOf("spec.branch", "spec.gitAuth.sshAuth", "kind"))
 	var passthrough bool
 	for _, o := range res.Objects {
 		if m, ok := o.(map[string]any); ok && m["kind"] == "ConfigMap" {

@@ -212,6 +212,12 @@ func (s *stackConv) convertSource() {
 		}
 		src.Dir = strings.Trim(repoDir, "/")
 		s.convertGitAuth()
+	} else {
+		for _, f := range [][2]string{{"branch", branch}, {"commit", commit}, {"repoDir", repoDir}} {
+			if f[1] != "" {
+				s.warn("spec."+f[0], "left out: it belongs to a Git source and spec.projectRepo is not set")
+			}
+		}
 	}
 
 	var flux pkoFluxSource
