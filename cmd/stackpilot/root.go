@@ -98,6 +98,7 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newCheckCmd(),
 		c.newInstallCmd(),
 		c.newUninstallCmd(),
+		c.newConvertCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)
