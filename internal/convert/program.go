@@ -25,7 +25,7 @@ func (c *converter) convertProgram(obj pkoObject) error {
 	}
 	for _, p := range c.programs {
 		if p.Dir == name {
-			return fmt.Errorf("Programs %s/%s and %s are both named %s: convert them separately, with different --program-dir", p.Namespace, p.Name, key, name)
+			return fmt.Errorf("two Programs, %s/%s and %s, are both named %s: convert them separately, with different --program-dir", p.Namespace, p.Name, key, name)
 		}
 	}
 	yml, err := pulumiYAML(name, obj.Program)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
@@ -296,8 +295,3 @@ func (s *stackConv) convertSecretsProvider() {
 	s.warn("spec.secretsProvider", "%s is not supported: Stackpilot encrypts secrets with the passphrase provider (spec.secretsProvider.passphraseSecretRef) or the Pulumi Cloud backend's own; existing stacks must be moved with `pulumi stack change-secrets-provider passphrase` first", provider)
 }
 
-// jsonString is v as a JSON string value, for spec.config.
-func jsonString(v string) apiextensionsv1.JSON {
-	raw, _ := json.Marshal(v)
-	return apiextensionsv1.JSON{Raw: raw}
-}

@@ -136,7 +136,7 @@ func relocate(o *unstructured.Unstructured, ns string) error {
 func setImage(o *unstructured.Unstructured, image string) error {
 	containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 	if err != nil {
-		return fmt.Errorf("Deployment %s: containers: %w", o.GetName(), err)
+		return fmt.Errorf("the Deployment %s: containers: %w", o.GetName(), err)
 	}
 	set := false
 	for _, c := range containers {
@@ -146,7 +146,7 @@ func setImage(o *unstructured.Unstructured, image string) error {
 		}
 	}
 	if !set {
-		return fmt.Errorf("Deployment %s has no container %s", o.GetName(), ContainerName)
+		return fmt.Errorf("the Deployment %s has no container %s", o.GetName(), ContainerName)
 	}
 	return unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
 }
