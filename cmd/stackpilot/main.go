@@ -6,11 +6,13 @@
 //	stackpilot artifact push|pull|list|tag|diff|sign|verify|keygen   Pulumi programs as OCI artifacts
 //	stackpilot drift check|show STACK   run a drift check now, print the last report
 //	stackpilot plan STACK | approve STACK [--plan ID] [--wait]   review and approve a pending plan
+//	stackpilot get stacks [-A] [--watch] | status | history | events | outputs STACK   see Stacks
+//	stackpilot convert -f FILE [--program-dir DIR]   Pulumi Kubernetes Operator v2 manifests to Stackpilot's
 //	stackpilot check [--pre] | install [--export] | uninstall [--yes]   check, install, remove Stackpilot
 //	stackpilot version | completion bash|zsh|fish
 //
-// Exit codes: 0 ok, 1 failure, 2 usage, 3 drift found (drift check) or no pending plan (plan, approve). It links no test scaffolding
-// (deps_test.go checks) and runs anywhere; only demo needs a source checkout,
+// Exit codes: 0 ok, 1 failure, 2 usage, 3 drift found (drift check) or no pending plan (plan, approve).
+// It links no test scaffolding (deps_test.go checks) and runs anywhere; only demo needs a source checkout,
 // which it says when it is not in one. docs/cli.md documents every verb.
 package main
 
