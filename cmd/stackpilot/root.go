@@ -60,8 +60,10 @@ func (c *cli) newRoot() *cobra.Command {
 		Use:   "stackpilot",
 		Short: "Stackpilot's command-line tool",
 		Long: `stackpilot works with Stackpilot, the operator that delivers Pulumi stacks from Git
-and OCI artifacts: package and sign programs as artifacts, check drift, review
-and approve plans, and run a demo.
+and OCI artifacts: see and steer Stacks (get, status, reconcile, suspend, logs),
+package and sign programs as artifacts, check drift, review and approve plans,
+install and check Stackpilot, convert Pulumi Kubernetes Operator manifests, and
+run a demo.
 
 Commands that talk to Kubernetes read the kubeconfig like kubectl does
 (--kubeconfig, else $KUBECONFIG, else ~/.kube/config; --context, -n).`,
