@@ -90,6 +90,7 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newDriftCmd(),
 		c.newPlanCmd(),
 		c.newApproveCmd(),
+		c.newLogsCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)
