@@ -14,7 +14,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
 const (
@@ -88,10 +92,11 @@ func (c *cli) logs(ctx context.Context, name string, o *logsOptions) error {
 		return err
 	}
 	// First the Stack itself: a wrong name or namespace gets the one message
-	// every verb gives ("did you mean -n platform?").
-	s, err := g.get(ctx, name)
-	if err != nil {
-		return err
+	// every verb gives ("did you mean -n platform?"). Not being allowed to
+	// read it is for the controller to say, the way it says it for its logs.
+	key := client.ObjectKey{Namespace: g.ns, Name: name}
+	if err := g.cl.Get(ctx, key, &v1alpha1.Stack{}); err != nil && !apierrors.IsForbidden(err) {
+		return g.explain(ctx, name, err)
 	}
 	cfg, err := c.kube.RESTConfig()
 	if err != nil {
@@ -114,7 +119,7 @@ func (c *cli) logs(ctx context.Context, name string, o *logsOptions) error {
 	if o.follow {
 		q.Set("follow", "1")
 	}
-	u := ep.base.JoinPath("logs", s.Namespace, s.Name)
+	u := ep.base.JoinPath("logs", key.Namespace, key.Name)
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -128,7 +133,7 @@ func (c *cli) logs(ctx context.Context, name string, o *logsOptions) error {
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return ep.statusError(resp.StatusCode, body, s.Namespace, s.Name)
+		return ep.statusError(resp.StatusCode, body, key.Namespace, key.Name)
 	}
 	if _, err := io.Copy(c.stdout, resp.Body); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("reading the log from %s: %w", ep.via, err)

@@ -73,6 +73,13 @@ func (s *Store) Begin(uid, id string) (string, error) {
 	if err := os.MkdirAll(filepath.Join(s.dir, uid), 0o700); err != nil {
 		return "", fmt.Errorf("logs: %w", err)
 	}
+	// The file exists from now on: a reader asking for the Stack's last
+	// operation gets this one, even before its runner wrote a line.
+	f, err := os.OpenFile(s.path(uid, id), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("logs: %w", err)
+	}
+	_ = f.Close()
 	s.mu.Lock()
 	s.running[uid+"/"+id] = true
 	s.mu.Unlock()
