@@ -51,6 +51,7 @@ func main() {
 type flags struct {
 	metricsAddr, probeAddr  string
 	webhookAddr             string
+	logsAddr, logsCertDir   string
 	leaderElect             bool
 	leaderElectionNamespace string
 	dataDir                 string
@@ -90,6 +91,8 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	opts := &zap.Options{}
 	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
+	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what `stackpilot logs` reads); 0 disables it.")
+	flag.StringVar(&f.logsCertDir, "logs-cert-dir", "", "Directory holding tls.crt and tls.key for the logs endpoint (default: a self-signed certificate made at start).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	return f, opts
@@ -196,6 +199,9 @@ func run() error {
 		return err
 	}
 	if err := setupReceivers(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
+		return err
+	}
+	if err := setupLogs(mgr, f.logsAddr, f.logsCertDir, r.Logs); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

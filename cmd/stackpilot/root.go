@@ -101,6 +101,7 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newInstallCmd(),
 		c.newUninstallCmd(),
 		c.newConvertCmd(),
+		c.newLogsCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)

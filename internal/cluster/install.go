@@ -145,6 +145,7 @@ patches:
         value:
           - {name: metrics, containerPort: %[8]d, protocol: TCP}
           - {name: health, containerPort: %[9]d, protocol: TCP}
+          - {name: logs, containerPort: 9443, protocol: TCP}
   - target: {kind: Deployment, name: %[6]s}
     patch: |-
       apiVersion: apps/v1

@@ -51,6 +51,9 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	if r.Plans != nil {
 		_ = r.Plans.RemoveStack(stack.UID) // its plans can never be applied now
 	}
+	if r.Logs != nil {
+		_ = r.Logs.RemoveStack(string(stack.UID)) // logs live as long as their Stack
+	}
 	forgetStackMetrics(stack.Namespace, stack.Name)
 	return st.patcher.Patch(ctx, stack)
 }

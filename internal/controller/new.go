@@ -10,13 +10,15 @@ import (
 
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/jitter"
+	"github.com/stackpilot/stackpilot/internal/logstore"
 )
 
 // Config is what NewStackReconciler needs besides the manager.
 type Config struct {
 	// DataDir holds the artifact cache (artifacts/), per-operation work trees
 	// (work/), the last applied inputs for rollbacks (inputs/), the plans that
-	// wait for approval (plans/) and, by default, PULUMI_HOME (pulumi-home/).
+	// wait for approval (plans/), the engine logs of recent operations
+	// (logs/) and, by default, PULUMI_HOME (pulumi-home/).
 	DataDir                 string
 	DefaultBackend          string
 	DefaultPassphraseSecret string
@@ -65,6 +67,10 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if err != nil {
 		return nil, err
 	}
+	logs, err := logstore.New(filepath.Join(cfg.DataDir, "logs"))
+	if err != nil {
+		return nil, err
+	}
 	if cfg.DigestKeySecret.Name == "" || cfg.DigestKeySecret.Namespace == "" {
 		return nil, fmt.Errorf("the inputs digest key Secret needs a name and a namespace, got %q", cfg.DigestKeySecret)
 	}
@@ -105,6 +111,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		WorkDir:                 filepath.Join(cfg.DataDir, "work"),
 		InputsDir:               filepath.Join(cfg.DataDir, "inputs"),
 		Plans:                   plans,
+		Logs:                    logs,
 		PulumiHome:              filepath.Join(cfg.DataDir, "pulumi-home"),
 		PulumiCommand:           cfg.PulumiCommand,
 		DefaultBackend:          cfg.DefaultBackend,

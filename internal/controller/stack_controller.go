@@ -18,6 +18,7 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/jitter"
+	"github.com/stackpilot/stackpilot/internal/logstore"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
@@ -45,6 +46,9 @@ type StackReconciler struct {
 	// namespace (--allow-cross-namespace-refs).
 	AllowCrossNamespaceRefs bool
 	Artifacts               *artifact.Store
+	// Logs keeps the engine logs of each Stack's recent operations; nil
+	// keeps none.
+	Logs *logstore.Store
 	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
 	// artifacts' file system, files are hard links, not copies.
 	WorkDir string

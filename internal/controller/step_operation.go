@@ -241,7 +241,9 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 		Plan:          opts.plan,
 	}
+	spec.LogFile = r.beginLog(ctx, st.stack, id)
 	res, err := r.Executor.Run(ctx, spec)
+	r.endLog(ctx, st.stack, id)
 	if changed, verr := r.Artifacts.Verify(art, tree); len(changed) > 0 || verr != nil {
 		log.FromContext(ctx).Error(verr, "the operation wrote into the cached program through its work tree; the artifact is dropped and fetched again",
 			"digest", art.Digest, "files", changed[:min(len(changed), 10)], "count", len(changed))

@@ -78,6 +78,10 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	logs, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
 	if c.LogPath == "" {
 		c.LogPath = filepath.Join(c.DataDir, fmt.Sprintf("controller-%d.log", time.Now().UnixNano()))
 	}
@@ -90,6 +94,7 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + probes,
 		"--webhook-bind-address=" + webhooks,
+		"--logs-bind-address=" + logs,
 		"--pulumi=" + filepath.Join(c.BinDir, "pulumi"),
 	}, c.Args...)
 	cmd := exec.Command(c.Binary, args...)

@@ -120,12 +120,20 @@ func isConcurrentUpdate(err error) bool {
 // run starts one pulumi process with args (and --non-interactive) and waits for
 // it. stderr, when not nil, also gets what the CLI writes to its stderr.
 func (c *pulumiCLI) run(ctx context.Context, stdin io.Reader, stderr io.Writer, args ...string) (string, error) {
+	return c.runTo(ctx, stdin, nil, stderr, args...)
+}
+
+// runTo is run with stdout, when not nil, also getting what the CLI prints.
+func (c *pulumiCLI) runTo(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args ...string) (string, error) {
 	c.started.Add(1)
 	cmd := exec.CommandContext(ctx, c.path, nonInteractive(args)...)
 	cmd.Dir = c.workDir
 	cmd.Env = c.env
 	var out, errOut strings.Builder
 	cmd.Stdout = &out
+	if stdout != nil {
+		cmd.Stdout = io.MultiWriter(&out, stdout)
+	}
 	cmd.Stderr = &errOut
 	if stderr != nil {
 		cmd.Stderr = io.MultiWriter(&errOut, stderr)

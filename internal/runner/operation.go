@@ -194,10 +194,15 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 		return stepErr(phaseOperation, err)
 	}
 	defer log.remove()
+	human, err := openEngineLog(o.spec)
+	if err != nil {
+		return stepErr(phaseOperation, err)
+	}
+	defer human.close()
 	args := o.engineArgs(log.path())
 	var stackOutputs map[string]any
 	err = o.withStack(ctx, func() error {
-		_, err := o.cli.run(ctx, nil, o.stderr, args...)
+		_, err := o.cli.runTo(ctx, nil, human.stdout(), human.stderrTee(o.stderr), args...)
 		stackOutputs = log.replay(o.events)
 		return err
 	})

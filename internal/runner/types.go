@@ -99,6 +99,13 @@ type Spec struct {
 	// any other lock fails the operation with ErrorLocked, naming it.
 	StaleLock *StaleLock `json:"staleLock,omitempty"`
 
+	// LogFile, when set, is where the runner writes Pulumi's human output of
+	// the engine run as it runs (what `pulumi up` prints, without colour),
+	// every value of Env and every secret config value replaced by
+	// "[secret]", any ANSI code removed, bounded (enginelog.go). The file is
+	// created or truncated; its folder is created.
+	LogFile string `json:"logFile,omitempty"`
+
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
 }
