@@ -294,4 +294,3 @@ func (s *stackConv) convertSecretsProvider() {
 	}
 	s.warn("spec.secretsProvider", "%s is not supported: Stackpilot encrypts secrets with the passphrase provider (spec.secretsProvider.passphraseSecretRef) or the Pulumi Cloud backend's own; existing stacks must be moved with `pulumi stack change-secrets-provider passphrase` first", provider)
 }
-
