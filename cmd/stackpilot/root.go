@@ -90,6 +90,9 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newDriftCmd(),
 		c.newPlanCmd(),
 		c.newApproveCmd(),
+		c.newReconcileCmd(),
+		c.newSuspendCmd(),
+		c.newResumeCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)

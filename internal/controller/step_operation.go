@@ -241,7 +241,12 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 		Plan:          opts.plan,
 	}
+	// Live counts for status.currentOperation.changes (operation_progress.go);
+	// the patcher ends before this returns, so before the final status write.
+	spec.ProgressFile = filepath.Join(workDir, "progress.json")
+	stopProgress := r.watchProgress(ctx, st.stack, id, spec.ProgressFile)
 	res, err := r.Executor.Run(ctx, spec)
+	stopProgress()
 	if changed, verr := r.Artifacts.Verify(art, tree); len(changed) > 0 || verr != nil {
 		log.FromContext(ctx).Error(verr, "the operation wrote into the cached program through its work tree; the artifact is dropped and fetched again",
 			"digest", art.Digest, "files", changed[:min(len(changed), 10)], "count", len(changed))
