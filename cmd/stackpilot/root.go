@@ -102,6 +102,9 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newUninstallCmd(),
 		c.newConvertCmd(),
 		c.newLogsCmd(),
+		c.newReconcileCmd(),
+		c.newSuspendCmd(),
+		c.newResumeCmd(),
 		c.newVersionCmd(),
 		c.newCompletionCmd(),
 	)

@@ -242,7 +242,12 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		Plan:          opts.plan,
 	}
 	spec.LogFile = r.beginLog(ctx, st.stack, id)
+	// Live counts for status.currentOperation.changes (operation_progress.go);
+	// the patcher ends before this returns, so before the final status write.
+	spec.ProgressFile = filepath.Join(workDir, "progress.json")
+	stopProgress := r.watchProgress(ctx, st.stack, id, spec.ProgressFile)
 	res, err := r.Executor.Run(ctx, spec)
+	stopProgress()
 	r.endLog(ctx, st.stack, id)
 	if changed, verr := r.Artifacts.Verify(art, tree); len(changed) > 0 || verr != nil {
 		log.FromContext(ctx).Error(verr, "the operation wrote into the cached program through its work tree; the artifact is dropped and fetched again",

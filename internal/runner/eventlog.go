@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
@@ -37,32 +37,79 @@ func (l *eventLog) path() string { return filepath.Join(l.dir, "events.jsonl") }
 
 func (l *eventLog) remove() { _ = os.RemoveAll(l.dir) }
 
+// logTail reads the event log incrementally: while the CLI runs (the live
+// progress) and once more after it ended, each complete line once. A line
+// the CLI is still writing waits for its newline.
+type logTail struct {
+	path    string
+	mu      sync.Mutex
+	off     int64
+	partial []byte
+	outputs map[string]any
+}
+
+func (l *eventLog) tail() *logTail { return &logTail{path: l.path()} }
+
+// read hands every new complete event line to c.
+func (t *logTail) read(c *eventCollector) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, err := os.Open(t.path)
+	if err != nil {
+		return // the CLI has not opened the log (yet)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		t.off += int64(len(line))
+		if err != nil {
+			// No newline yet: keep the start of the line for the next read.
+			t.partial = append(t.partial, line...)
+			return
+		}
+		if len(t.partial) > 0 {
+			line = append(t.partial, line...)
+			t.partial = nil
+		}
+		t.handle(c, line)
+	}
+}
+
+// rest handles a last line without its newline, once the CLI has ended.
+func (t *logTail) rest(c *eventCollector) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.partial) > 0 {
+		t.handle(c, t.partial)
+		t.partial = nil
+	}
+}
+
+func (t *logTail) handle(c *eventCollector, line []byte) {
+	if line = bytes.TrimSpace(line); len(line) == 0 {
+		return
+	}
+	var e apitype.EngineEvent
+	if json.Unmarshal(line, &e) == nil {
+		c.handle(events.EngineEvent{EngineEvent: e})
+		if o := e.ResOutputsEvent; o != nil && o.Metadata.Type == rootStackType && o.Metadata.New != nil {
+			t.outputs = o.Metadata.New.Outputs
+		}
+	}
+}
+
 // replay hands every event to c and returns the root stack's outputs as the
 // last outputs event of the stack resource showed them (secrets masked), or nil
 // when there was none.
 func (l *eventLog) replay(c *eventCollector) map[string]any {
-	f, err := os.Open(l.path())
-	if err != nil {
-		return nil // the CLI failed before it opened the log
-	}
-	defer func() { _ = f.Close() }()
-	var outputs map[string]any
-	r := bufio.NewReaderSize(f, 64<<10)
-	for {
-		line, err := r.ReadBytes('\n')
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			var e apitype.EngineEvent
-			if json.Unmarshal(line, &e) == nil {
-				c.handle(events.EngineEvent{EngineEvent: e})
-				if o := e.ResOutputsEvent; o != nil && o.Metadata.Type == rootStackType && o.Metadata.New != nil {
-					outputs = o.Metadata.New.Outputs
-				}
-			}
-		}
-		if errors.Is(err, io.EOF) || err != nil {
-			return outputs
-		}
-	}
+	t := l.tail()
+	t.read(c)
+	t.rest(c)
+	return t.outputs
 }
 
 // maskedOutputs turns the event log's outputs into a Result's. A value that

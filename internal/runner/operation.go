@@ -187,7 +187,8 @@ func workspaceEnv(spec Spec) map[string]string {
 }
 
 // execute runs the engine for the operation type: one CLI process, its events
-// in a log file read afterwards.
+// in a log file read as it grows when Spec.ProgressFile asks for live
+// counts, else once afterwards.
 func (o *operation) execute(ctx context.Context, res *Result) error {
 	log, err := newEventLog()
 	if err != nil {
@@ -202,8 +203,12 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 	args := o.engineArgs(log.path())
 	var stackOutputs map[string]any
 	err = o.withStack(ctx, func() error {
+		// Each call reads the log from its start, as the CLI writes it anew.
+		tail := log.tail()
+		progress := startProgress(o.spec.ID, o.spec.ProgressFile, tail, o.events)
 		_, err := o.cli.runTo(ctx, nil, human.stdout(), human.stderrTee(o.stderr), args...)
-		stackOutputs = log.replay(o.events)
+		progress.finish()
+		stackOutputs = tail.outputs
 		return err
 	})
 	if err != nil {

@@ -106,6 +106,12 @@ type Spec struct {
 	// created or truncated; its folder is created.
 	LogFile string `json:"logFile,omitempty"`
 
+	// ProgressFile, when set, is where the runner keeps the change counts so
+	// far while the engine runs (JSON, Progress): replaced atomically, at most
+	// every second, only when they changed. The controller shows them live in
+	// status.currentOperation.changes. Its folder must exist.
+	ProgressFile string `json:"progressFile,omitempty"`
+
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
 }
