@@ -102,16 +102,6 @@ func (t *logTail) handle(c *eventCollector, line []byte) {
 	}
 }
 
-// replay hands every event to c and returns the root stack's outputs as the
-// last outputs event of the stack resource showed them (secrets masked), or nil
-// when there was none.
-func (l *eventLog) replay(c *eventCollector) map[string]any {
-	t := l.tail()
-	t.read(c)
-	t.rest(c)
-	return t.outputs
-}
-
 // maskedOutputs turns the event log's outputs into a Result's. A value that
 // is, or holds, the mask is a secret the log did not show: ok is false, and
 // the caller reads the outputs from the state instead.
