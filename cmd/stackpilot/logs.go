@@ -206,13 +206,8 @@ func (e *logsEndpoint) statusError(code int, body []byte, ns, name string) error
 		return fmt.Errorf("%s answered %d %s: %s", e.via, code, http.StatusText(code), ctrl.Error)
 	}
 	if e.proxied {
-		switch code {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("not allowed to reach %s: ask for get on services/proxy there, or pass --controller-url", e.via)
-		case http.StatusNotFound:
-			return fmt.Errorf("no %s: is Stackpilot installed there? (else pass --controller-namespace and --controller-service, or --controller-url)", e.via)
-		case http.StatusServiceUnavailable, http.StatusBadGateway:
-			return fmt.Errorf("%s did not answer (is the controller running, with --logs-bind-address?): %s", e.via, shortBody(body))
+		if err := proxyStatusError(e.via, "is the controller running, with --logs-bind-address?", code, body); err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("%s answered %d %s: %s", e.via, code, http.StatusText(code), shortBody(body))

@@ -140,16 +140,27 @@ func (f *planFetcher) statusError(code int, body []byte) error {
 		return &planNotFoundError{msg: fmt.Sprintf("%s has no such plan: %s", f.via, ctrl.Error)}
 	}
 	if f.proxied {
-		switch code {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("not allowed to reach %s: ask for get on services/proxy there, or pass --controller-url", f.via)
-		case http.StatusNotFound:
-			return fmt.Errorf("no %s: is Stackpilot installed there? (else pass --controller-namespace and --controller-service, or --controller-url)", f.via)
-		case http.StatusServiceUnavailable, http.StatusBadGateway:
-			return fmt.Errorf("%s did not answer (is the controller running?): %s", f.via, shortBody(body))
+		if err := proxyStatusError(f.via, "is the controller running?", code, body); err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("%s answered %d %s: %s", f.via, code, http.StatusText(code), shortBody(body))
+}
+
+// proxyStatusError explains the answers that come from the API server's
+// service proxy rather than the controller (no right to the proxy, no such
+// Service, no endpoint answering), each with its fix; nil for any other
+// code. running is the question to ask when nothing answers.
+func proxyStatusError(via, running string, code int, body []byte) error {
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("not allowed to reach %s: ask for get on services/proxy there, or pass --controller-url", via)
+	case http.StatusNotFound:
+		return fmt.Errorf("no %s: is Stackpilot installed there? (else pass --controller-namespace and --controller-service, or --controller-url)", via)
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		return fmt.Errorf("%s did not answer (%s): %s", via, running, shortBody(body))
+	}
+	return nil
 }
 
 // shortBody is the first line of an answer, for messages.
