@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,14 +118,27 @@ func TestWaitHTTPReady(t *testing.T) {
 	}
 }
 
+// TestWaitHTTPTimeout: when WaitHTTP gives up, the error holds the server's
+// last answer, even when the request in flight at that moment is the one cut
+// short. The test ends the wait itself, after the second answer has begun, so
+// it does not depend on how fast a loaded machine answers.
 func TestWaitHTTPTimeout(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 2 {
+			cancel() // the client gives up while this answer is being written
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	err := WaitHTTP(context.Background(), srv.Client(), srv.URL, 300*time.Millisecond, nil)
+	err := WaitHTTP(ctx, srv.Client(), srv.URL, time.Hour, nil)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("WaitHTTP on a server that stays unavailable: %v; want the last answer, 503", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "within 1h") {
+		t.Errorf("WaitHTTP stopped by its caller says %q; want the cause, not the timeout", err)
 	}
 }
 

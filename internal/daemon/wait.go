@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -25,7 +26,10 @@ func WaitHTTP(ctx context.Context, hc *http.Client, url string, timeout time.Dur
 				return nil
 			}
 			last = resp.Status
-		} else {
+		} else if ctx.Err() == nil {
+			// A request cut short by our own deadline says nothing about the
+			// server: keep its last real answer (a 503, a refused connection)
+			// for the error, which is what the reader needs.
 			last = err.Error()
 		}
 		if p != nil {
@@ -35,10 +39,14 @@ func WaitHTTP(ctx context.Context, hc *http.Client, url string, timeout time.Dur
 		}
 		select {
 		case <-ctx.Done():
-			if p == nil {
-				return fmt.Errorf("%s not ready within %s (last: %s)", url, timeout, last)
+			within := "within " + timeout.String()
+			if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				within = "before " + context.Cause(ctx).Error()
 			}
-			return fmt.Errorf("%s not ready at %s within %s (last: %s); see %s", p.Name, url, timeout, last, p.Log)
+			if p == nil {
+				return fmt.Errorf("%s not ready %s (last: %s)", url, within, last)
+			}
+			return fmt.Errorf("%s not ready at %s %s (last: %s); see %s", p.Name, url, within, last, p.Log)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
