@@ -70,6 +70,15 @@ func TestReceiverSecretRotationAndSelector(t *testing.T) {
 				Interval: metav1.Duration{Duration: time.Hour}}}
 		g.Expect(env.Client.Create(ctx, s)).To(Succeed())
 	}
+	// The receiver matches Stacks from the controller's cache: post only once
+	// the controller has reconciled both (a Ready condition of its own), or a
+	// slow cache answers "Stacks: 0".
+	for _, name := range []string{"selected", "unselected"} {
+		g.Eventually(func(g Gomega) {
+			s := getStack(g, client.ObjectKey{Namespace: ns, Name: name})
+			g.Expect(apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ReadyCondition)).NotTo(BeNil())
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed(), name)
+	}
 	body := []byte(`{"repository":"http://127.0.0.1:1/none"}`)
 	sig := "sha256=" + hexSign(body, "first-token")
 	g.Expect(post(t, http.MethodPost, base+newPath, body, "X-Signature", sig).Code).To(Equal(401), "the old token no longer signs")
