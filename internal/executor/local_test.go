@@ -216,10 +216,10 @@ func TestWaitingForASlotRespectsTheContext(t *testing.T) {
 	l := newLocal(t, 1)
 	done := make(chan error)
 	go func() {
-		_, err := l.Run(context.Background(), fakeSpec(t, "long", map[string]string{"FAKE": "sleep", "SLEEP": "2s"}))
+		_, err := l.Run(context.Background(), fakeSpec(t, "long", map[string]string{"FAKE": "sleep", "SLEEP": "5s"}))
 		done <- err
 	}()
-	g.Eventually(l.Running).Should(Equal(1))
+	g.Eventually(l.Running, 30*time.Second, 50*time.Millisecond).Should(Equal(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := l.Run(ctx, fakeSpec(t, "waiting", nil))
@@ -291,7 +291,7 @@ func TestTimeoutStopsThenKillsTheProcessTree(t *testing.T) {
 	g.Expect(end.Sub(at)).To(BeNumerically(">=", 900*time.Millisecond), "killed only after the cancel grace")
 	g.Expect(end.Sub(start)).To(BeNumerically("<", 10*time.Second))
 	// SIGKILLed processes take a moment to finish dying on a busy machine.
-	g.Eventually(living(readPids(g, pidFile)), 5*time.Second, 20*time.Millisecond).Should(BeEmpty(),
+	g.Eventually(living(readPids(g, pidFile)), 30*time.Second, 20*time.Millisecond).Should(BeEmpty(),
 		"the runner, the grandchild in its group and the plugin-like group leader are dead")
 	g.Expect(l.Running()).To(Equal(0))
 }
@@ -313,7 +313,7 @@ func TestCancelStopsThenKillsTheProcessTree(t *testing.T) {
 	pids := readPids(g, pidFile)
 	cancelled := time.Now()
 	cancel()
-	g.Eventually(termed, 5*time.Second, 10*time.Millisecond).Should(BeAnExistingFile(), "SIGTERM first")
+	g.Eventually(termed, 30*time.Second, 10*time.Millisecond).Should(BeAnExistingFile(), "SIGTERM first")
 	g.Consistently(living(pids), 500*time.Millisecond, 20*time.Millisecond).Should(HaveLen(3),
 		"nothing is killed during the grace")
 	err := <-errc
@@ -321,7 +321,7 @@ func TestCancelStopsThenKillsTheProcessTree(t *testing.T) {
 	g.Expect(err).To(MatchError(context.Canceled))
 	runnerErr, _ := errors.AsType[*RunnerError](err)
 	g.Expect(runnerErr.Reason).To(Equal(ReasonCancelled))
-	g.Eventually(living(pids), 5*time.Second, 20*time.Millisecond).Should(BeEmpty())
+	g.Eventually(living(pids), 30*time.Second, 20*time.Millisecond).Should(BeEmpty())
 }
 
 // TestCancelledRunnerReportsItsResult: a runner that cancels in time is not
@@ -348,7 +348,7 @@ func TestCancelledRunnerReportsItsResult(t *testing.T) {
 	g.Expect(o.err).NotTo(HaveOccurred())
 	g.Expect(o.res.Outcome).To(Equal(runner.OutcomeCancelled))
 	g.Expect(termed).To(BeAnExistingFile())
-	g.Eventually(living(pids), 5*time.Second, 20*time.Millisecond).Should(BeEmpty())
+	g.Eventually(living(pids), 30*time.Second, 20*time.Millisecond).Should(BeEmpty())
 }
 
 // TestStoppingCallerStartsNoRunner: a context that ended while waiting for a
@@ -558,7 +558,7 @@ func TestRealRunnerStoppedMidUp(t *testing.T) {
 		cancel()
 		var o out
 		g.Eventually(done, 2*time.Minute).Should(Receive(&o))
-		g.Eventually(func() []string { return processesIn(opDir) }, 5*time.Second, 50*time.Millisecond).Should(BeEmpty(),
+		g.Eventually(func() []string { return processesIn(opDir) }, 30*time.Second, 50*time.Millisecond).Should(BeEmpty(),
 			"the pulumi CLI, the language host and the provider are all gone")
 		return o
 	}

@@ -166,7 +166,7 @@ func TestKillProcessTree(t *testing.T) {
 	pids := readPids(t, dir)
 	KillProcessTree(pids[0])
 	_ = r.Wait()
-	g.Eventually(anyAlive(pids), 5*time.Second, 50*time.Millisecond).Should(BeEmpty())
+	g.Eventually(anyAlive(pids), 30*time.Second, 50*time.Millisecond).Should(BeEmpty())
 }
 
 // TestCancelGivesTheCLITimeToStop: a cancelled operation's CLI gets SIGINT and

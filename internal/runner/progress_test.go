@@ -37,7 +37,7 @@ func TestProgressFollowsTheEventLog(t *testing.T) {
 			return ChangeCounts{}
 		}
 		return pr.Changes
-	}).Should(Equal(ChangeCounts{Create: 1, Update: 1}))
+	}, 30*time.Second, 50*time.Millisecond).Should(Equal(ChangeCounts{Create: 1, Update: 1}))
 
 	// Half a line is not read until its newline comes.
 	line := preEvent("create", "c")

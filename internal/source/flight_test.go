@@ -34,7 +34,7 @@ func TestFlightSharesOneCall(t *testing.T) {
 			return c.waiters
 		}
 		return 0
-	}).Should(Equal(10))
+	}, 30*time.Second, 50*time.Millisecond).Should(Equal(10))
 	close(release)
 	for range 10 {
 		g.Expect(<-results).To(Equal(42))
@@ -71,7 +71,7 @@ func TestFlightCancelsOnlyWhenEveryoneLeft(t *testing.T) {
 		fg.mu.Lock()
 		defer fg.mu.Unlock()
 		return fg.calls["k"].waiters
-	}).Should(Equal(2))
+	}, 30*time.Second, 50*time.Millisecond).Should(Equal(2))
 
 	cancel1()
 	g.Expect(errors.Is(<-err1, context.Canceled)).To(BeTrue())
@@ -87,5 +87,5 @@ func TestFlightCancelsOnlyWhenEveryoneLeft(t *testing.T) {
 	go func() { <-started; cancel3() }()
 	_, err := fg.Do(ctx3, "k", fn)
 	g.Expect(errors.Is(err, context.Canceled)).To(BeTrue())
-	g.Eventually(cancelled).Should(BeClosed())
+	g.Eventually(cancelled, 30*time.Second, 50*time.Millisecond).Should(BeClosed())
 }

@@ -141,7 +141,7 @@ func TestApprovalManual(t *testing.T) {
 				s := getStack(g, key)
 				g.Expect(planPendingMessage(s)).To(ContainSubstring("names " + old.ID + ", which is not this plan"))
 			}, time.Minute, 500*time.Millisecond).Should(Succeed())
-			g.Eventually(func() bool { return hasLine(stackEvents(t, f.ns, key.Name), "ApprovalStale: ") }).Should(BeTrue())
+			g.Eventually(func() bool { return hasLine(stackEvents(t, f.ns, key.Name), "ApprovalStale: ") }, time.Minute, 50*time.Millisecond).Should(BeTrue())
 			g.Consistently(func(g Gomega) {
 				g.Expect(configMapData(g, f.ns, "approval-managed")).To(HaveKeyWithValue("color", "blue"))
 			}, 3*time.Second, 500*time.Millisecond).Should(Succeed())

@@ -75,7 +75,7 @@ func TestDrift(t *testing.T) {
 			g.Expect(checks[0].Revision).To(Equal(appliedRevision))
 			g.Expect(checks[0].Outcome).To(Equal(v1alpha1.OutcomeSucceeded))
 			g.Expect(records(s, v1alpha1.OperationUp)).To(HaveLen(1), "a check is no up")
-			g.Eventually(func() int { return countReason(eventCounts(t, f.ns, key.Name), v1alpha1.DriftDetectedReason) }).
+			g.Eventually(func() int { return countReason(eventCounts(t, f.ns, key.Name), v1alpha1.DriftDetectedReason) }, time.Minute, 50*time.Millisecond).
 				Should(Equal(1), "one DriftDetected event")
 			g.Expect(metric(t, f, "stackpilot_stack_drifted", `name="drift"`)).To(Equal(1.0))
 			g.Expect(metric(t, f, "stackpilot_drift_checks_total", `outcome="drifted"`)).To(Equal(1.0))
@@ -115,7 +115,7 @@ func TestDrift(t *testing.T) {
 
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(configMapRef(f.ns, "drift-second")), configMapRef(f.ns, "drift-second"))
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Detect re-creates nothing")
-			g.Eventually(func() int { return countReason(eventCounts(t, f.ns, key.Name), v1alpha1.DriftDetectedReason) }).
+			g.Eventually(func() int { return countReason(eventCounts(t, f.ns, key.Name), v1alpha1.DriftDetectedReason) }, time.Minute, 50*time.Millisecond).
 				Should(Equal(2), "the set of drifted resources changed: a new DriftDetected event")
 		}},
 		{"remediate", func(t *testing.T) {
@@ -138,7 +138,7 @@ func TestDrift(t *testing.T) {
 			g.Expect(rem[0].Resources).To(ConsistOf(firstURN, secondURN))
 			g.Expect(s.Status.LastAppliedRevision).To(Equal(appliedRevision))
 			g.Expect(len(s.Status.History)).To(BeNumerically(">", len(before.Status.History)))
-			g.Eventually(func() int { return countReason(eventCounts(t, f.ns, key.Name), v1alpha1.RemediatedReason) }).
+			g.Eventually(func() int { return countReason(eventCounts(t, f.ns, key.Name), v1alpha1.RemediatedReason) }, time.Minute, 50*time.Millisecond).
 				Should(Equal(1), "one Remediated event")
 			g.Expect(metric(t, f, "stackpilot_stack_drifted", `name="drift"`)).To(Equal(0.0))
 		}},
@@ -184,7 +184,7 @@ func TestDrift(t *testing.T) {
 					}
 				}
 				return reported
-			}).Should(HaveLen(1), "one DriftDetected event for this drift")
+			}, time.Minute, 50*time.Millisecond).Should(HaveLen(1), "one DriftDetected event for this drift")
 			g.Expect(reported[0]).To(ContainSubstring("data.b"))
 			g.Expect(reported[0]).NotTo(ContainSubstring("data.a"))
 			t.Logf("reported: %s", reported[0])

@@ -59,7 +59,7 @@ func TestStackFromGit(t *testing.T) {
 	waitApplied(t, key, next)
 	g.Eventually(func(g Gomega) {
 		g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("size", "large"))
-	}).Should(Succeed())
+	}, time.Minute, 50*time.Millisecond).Should(Succeed())
 
 	// A config change is applied.
 	// A patch, not an update: the controller may be writing status meanwhile,

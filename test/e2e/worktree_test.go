@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"time"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -59,7 +61,7 @@ func TestWorkTreeIsTheWholeRepository(t *testing.T) {
 		data := configMapData(g, f.ns, "web-settings")
 		g.Expect(data).To(HaveKeyWithValue("policy", "allow-all"))
 		g.Expect(data).To(HaveKeyWithValue("greeting", "hello"))
-	}).Should(Succeed())
+	}, time.Minute, 50*time.Millisecond).Should(Succeed())
 
 	// The cached program is as committed: the stack file the up rewrote
 	// (config from the spec, the passphrase's encryptionsalt) was a copy.
