@@ -15,6 +15,14 @@ func TestDefaultImage(t *testing.T) {
 		{"devel+0123456789ab-dirty", "", "development build (version devel+0123456789ab-dirty)"},
 		{"devel", "", "pass --image REF"},
 		{"1.2.3", "", "development build"},
+		// Pseudo-versions: what `go install ...@main` or a build in a Git
+		// checkout stamps; no image is ever published with such a tag.
+		{"v0.0.0-20261202100548-d440d69abcde", "", "development build (version v0.0.0-20261202100548-d440d69abcde)"},
+		{"v0.0.0-20261202100548-d440d69abcde+dirty", "", "pass --image REF"},
+		{"v1.2.4-0.20261202100548-d440d69abcde", "", "development build"},
+		{"v1.3.0-rc.1.0.20261202100548-d440d69abcde", "", "development build"},
+		{"v1.2.3+incompatible", "", "development build"},
+		{"v1.2.3-20261202100548", "ghcr.io/stackpilot/stackpilot-controller:v1.2.3-20261202100548", ""},
 	} {
 		image, err := defaultImage(tc.version)
 		if image != tc.image || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
@@ -81,18 +89,27 @@ func TestNeededPermissions(t *testing.T) {
 		return false
 	}
 	for _, p := range []permission{
-		{"", "stackpilot.dev", "stacks", "watch"},
-		{"", "stackpilot.dev", "stacks/finalizers", "update"},
-		{"", "", "serviceaccounts/token", "create"},
-		{"ops", "coordination.k8s.io", "leases", "update"},
+		{"", "stackpilot.dev", "stacks", "watch", ""},
+		{"", "stackpilot.dev", "stacks/finalizers", "update", ""},
+		{"", "", "serviceaccounts/token", "create", ""},
+		{"ops", "coordination.k8s.io", "leases", "update", ""},
+		// The digest key Secret, by name, in the install namespace.
+		{"ops", "", "secrets", "get", "stackpilot-digest-key"},
+		{"ops", "", "secrets", "create", ""},
 	} {
 		if !has(p) {
 			t.Errorf("no %+v among the %d permissions", p, len(perms))
 		}
 	}
 	// The aggregated editor and viewer roles are for users, not the controller.
-	if has(permission{"", "stackpilot.dev", "stacks", "create"}) {
+	if has(permission{"", "stackpilot.dev", "stacks", "create", ""}) {
 		t.Errorf("the users' stack editor role counted as the controller's")
+	}
+	// Nothing of the controller deletes or patches Secrets or ConfigMaps.
+	for _, p := range perms {
+		if (p.resource == "secrets" || p.resource == "configmaps") && p.verb != "get" && p.verb != "list" && p.verb != "watch" && p.verb != "create" && p.verb != "update" {
+			t.Errorf("the controller is granted %+v", p)
+		}
 	}
 }
 

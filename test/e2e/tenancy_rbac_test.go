@@ -168,7 +168,7 @@ func TestTenancyNamespaceRolesCannotWriteStacks(t *testing.T) {
 	out, errOut, code := adminCLI(t, cp.Kubeconfig, "", "check")
 	g.Expect(code).To(Equal(0), out+errOut)
 	g.Expect(out).To(ContainSubstring("whoever may create, update or patch a Stack holds the controller's rights"))
-	g.Expect(out).To(ContainSubstring("✔ no built-in namespace role (admin, edit) lets its holders write Stacks"))
+	g.Expect(out).To(ContainSubstring("✔ no built-in namespace role (admin, edit, view) lets its holders write Stacks"))
 
 	// A ClusterRole that folds Stack writes into edit again (an older
 	// install's editor role): check fails, naming it and the fix.
@@ -182,7 +182,7 @@ func TestTenancyNamespaceRolesCannotWriteStacks(t *testing.T) {
 	out, errOut, code = adminCLI(t, cp.Kubeconfig, "", "check")
 	g.Expect(code).To(Equal(1), out+errOut)
 	g.Expect(out).To(ContainSubstring("✗ ClusterRole edit lets every namespace editor create, update, patch Stacks, and so act as the controller " +
-		"(through ClusterRole stackpilot-stack-editor-role): remove its label rbac.authorization.k8s.io/aggregate-to-edit"))
+		"(through ClusterRole stackpilot-stack-editor-role): remove the label rbac.authorization.k8s.io/aggregate-to-edit from ClusterRole stackpilot-stack-editor-role"))
 	g.Expect(errOut).To(ContainSubstring("stackpilot: 1 check(s) failed"))
 }
 
