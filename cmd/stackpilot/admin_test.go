@@ -1,10 +1,12 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -160,5 +162,29 @@ func TestAdminCommandLines(t *testing.T) {
 	code, _, stderr := runCLI(t, "version", "--client", "--kubeconfig", "/nonexistent/kubeconfig")
 	if code != 0 || stderr != "" {
 		t.Errorf("version --client: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestStackVerbs: the write verbs a role's rules grant on Stacks, wildcards
+// included; reads and other resources are no writes.
+func TestStackVerbs(t *testing.T) {
+	rule := func(groups, resources, verbs []string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs}
+	}
+	sp := []string{"stackpilot.dev"}
+	for _, tc := range []struct {
+		rules []rbacv1.PolicyRule
+		want  []string
+	}{
+		{[]rbacv1.PolicyRule{rule(sp, []string{"stacks"}, []string{"get", "list", "watch"})}, nil},
+		{[]rbacv1.PolicyRule{rule(sp, []string{"stacks/status"}, []string{"*"})}, nil},
+		{[]rbacv1.PolicyRule{rule([]string{""}, []string{"*"}, []string{"*"})}, nil},
+		{[]rbacv1.PolicyRule{rule(sp, []string{"stacks"}, []string{"patch", "create"})}, []string{"create", "patch"}},
+		{[]rbacv1.PolicyRule{rule([]string{"*"}, []string{"*"}, []string{"*"})}, []string{"create", "update", "patch"}},
+		{[]rbacv1.PolicyRule{rule(sp, []string{"*"}, []string{"update"}), rule(sp, []string{"stacks"}, []string{"create"})}, []string{"create", "update"}},
+	} {
+		if got := stackVerbs(tc.rules); !slices.Equal(got, tc.want) {
+			t.Errorf("stackVerbs(%+v) = %v, want %v", tc.rules, got, tc.want)
+		}
 	}
 }
