@@ -506,8 +506,9 @@ type StackStatus struct {
 	// +optional
 	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
 
-	// InputsDigest is the digest ("sha256:<hex>") of the inputs (resolved config,
-	// environment, stack, backend, targets) of the last successful up.
+	// InputsDigest is the digest ("hmac-sha256:<hex>", keyed by the controller's
+	// digest key Secret) of the inputs (resolved config, environment, stack,
+	// backend, targets) of the last successful up.
 	// +optional
 	InputsDigest string `json:"inputsDigest,omitempty"`
 

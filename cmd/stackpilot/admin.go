@@ -24,11 +24,18 @@ const adminFieldManager = "stackpilot"
 // those have an image of the same tag.
 var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 
+// pseudoVersionTail ends a Go pseudo-version (v0.0.0-20261202100548-d440d69abcde,
+// v1.2.4-0.20261202100548-d440d69abcde): a commit's UTC time and its
+// 12-digit hash, which `go install ...@<branch>` and builds in a Git checkout
+// stamp as the module version. It looks like a release's pre-release, but no
+// image is ever published with such a tag.
+var pseudoVersionTail = regexp.MustCompile(`[-.][0-9]{14}-[0-9a-f]{12}$`)
+
 // defaultImage is the controller image this CLI was built for, or an error
 // saying to pass --image when it is a development build (its version is no
 // image tag that was ever published).
 func defaultImage(v string) (string, error) {
-	if !releaseVersion.MatchString(v) {
+	if !releaseVersion.MatchString(v) || pseudoVersionTail.MatchString(v) {
 		return "", fmt.Errorf("this stackpilot is a development build (version %s) with no controller image of its own: pass --image REF (for example --image %s:v0.3.0)", v, manifests.ImageRepository)
 	}
 	return manifests.ImageRepository + ":" + v, nil

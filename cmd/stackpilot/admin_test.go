@@ -1,10 +1,12 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -15,6 +17,14 @@ func TestDefaultImage(t *testing.T) {
 		{"devel+0123456789ab-dirty", "", "development build (version devel+0123456789ab-dirty)"},
 		{"devel", "", "pass --image REF"},
 		{"1.2.3", "", "development build"},
+		// Pseudo-versions: what `go install ...@main` or a build in a Git
+		// checkout stamps; no image is ever published with such a tag.
+		{"v0.0.0-20261202100548-d440d69abcde", "", "development build (version v0.0.0-20261202100548-d440d69abcde)"},
+		{"v0.0.0-20261202100548-d440d69abcde+dirty", "", "pass --image REF"},
+		{"v1.2.4-0.20261202100548-d440d69abcde", "", "development build"},
+		{"v1.3.0-rc.1.0.20261202100548-d440d69abcde", "", "development build"},
+		{"v1.2.3+incompatible", "", "development build"},
+		{"v1.2.3-20261202100548", "ghcr.io/stackpilot/stackpilot-controller:v1.2.3-20261202100548", ""},
 	} {
 		image, err := defaultImage(tc.version)
 		if image != tc.image || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
@@ -81,18 +91,27 @@ func TestNeededPermissions(t *testing.T) {
 		return false
 	}
 	for _, p := range []permission{
-		{"", "stackpilot.dev", "stacks", "watch"},
-		{"", "stackpilot.dev", "stacks/finalizers", "update"},
-		{"", "", "serviceaccounts/token", "create"},
-		{"ops", "coordination.k8s.io", "leases", "update"},
+		{"", "stackpilot.dev", "stacks", "watch", ""},
+		{"", "stackpilot.dev", "stacks/finalizers", "update", ""},
+		{"", "", "serviceaccounts/token", "create", ""},
+		{"ops", "coordination.k8s.io", "leases", "update", ""},
+		// The digest key Secret, by name, in the install namespace.
+		{"ops", "", "secrets", "get", "stackpilot-digest-key"},
+		{"ops", "", "secrets", "create", ""},
 	} {
 		if !has(p) {
 			t.Errorf("no %+v among the %d permissions", p, len(perms))
 		}
 	}
 	// The aggregated editor and viewer roles are for users, not the controller.
-	if has(permission{"", "stackpilot.dev", "stacks", "create"}) {
+	if has(permission{"", "stackpilot.dev", "stacks", "create", ""}) {
 		t.Errorf("the users' stack editor role counted as the controller's")
+	}
+	// Nothing of the controller deletes or patches Secrets or ConfigMaps.
+	for _, p := range perms {
+		if (p.resource == "secrets" || p.resource == "configmaps") && p.verb != "get" && p.verb != "list" && p.verb != "watch" && p.verb != "create" && p.verb != "update" {
+			t.Errorf("the controller is granted %+v", p)
+		}
 	}
 }
 
@@ -143,5 +162,29 @@ func TestAdminCommandLines(t *testing.T) {
 	code, _, stderr := runCLI(t, "version", "--client", "--kubeconfig", "/nonexistent/kubeconfig")
 	if code != 0 || stderr != "" {
 		t.Errorf("version --client: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestStackVerbs: the write verbs a role's rules grant on Stacks, wildcards
+// included; reads and other resources are no writes.
+func TestStackVerbs(t *testing.T) {
+	rule := func(groups, resources, verbs []string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs}
+	}
+	sp := []string{"stackpilot.dev"}
+	for _, tc := range []struct {
+		rules []rbacv1.PolicyRule
+		want  []string
+	}{
+		{[]rbacv1.PolicyRule{rule(sp, []string{"stacks"}, []string{"get", "list", "watch"})}, nil},
+		{[]rbacv1.PolicyRule{rule(sp, []string{"stacks/status"}, []string{"*"})}, nil},
+		{[]rbacv1.PolicyRule{rule([]string{""}, []string{"*"}, []string{"*"})}, nil},
+		{[]rbacv1.PolicyRule{rule(sp, []string{"stacks"}, []string{"patch", "create"})}, []string{"create", "patch"}},
+		{[]rbacv1.PolicyRule{rule([]string{"*"}, []string{"*"}, []string{"*"})}, []string{"create", "update", "patch"}},
+		{[]rbacv1.PolicyRule{rule(sp, []string{"*"}, []string{"update"}), rule(sp, []string{"stacks"}, []string{"create"})}, []string{"create", "update"}},
+	} {
+		if got := stackVerbs(tc.rules); !slices.Equal(got, tc.want) {
+			t.Errorf("stackVerbs(%+v) = %v, want %v", tc.rules, got, tc.want)
+		}
 	}
 }

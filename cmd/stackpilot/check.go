@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,8 +48,12 @@ func (c *cli) newCheckCmd() *cobra.Command {
   - the controller's Deployment in --controller-namespace: rolled out, and its
     version (the image tag);
   - the controller's permissions: for every rule of its ClusterRole and
-    leader-election Role as this CLI installs them, a SubjectAccessReview as
-    its ServiceAccount (you need create on subjectaccessreviews).
+    Roles as this CLI installs them, a SubjectAccessReview as its
+    ServiceAccount (you need create on subjectaccessreviews); skipped, in one
+    line, when that ServiceAccount does not exist;
+  - who holds the controller's rights: with the Local executor whoever may
+    create, update or patch a Stack can act as the controller (a ⚠ line says
+    so), and the built-in admin, edit and view roles must not grant that.
 
 --pre checks only the prerequisites (the API server), before an install.
 
@@ -70,7 +75,8 @@ Exit codes:
 	return cmd
 }
 
-// checkReport prints findings and counts the failures.
+// checkReport prints findings and counts the failures; a warning (⚠) is
+// something to know that fails nothing.
 type checkReport struct {
 	w      io.Writer
 	failed int
@@ -79,6 +85,10 @@ type checkReport struct {
 func (r *checkReport) section(s string) { fmt.Fprintf(r.w, "► %s\n", s) }
 func (r *checkReport) ok(format string, args ...any) {
 	fmt.Fprintf(r.w, "✔ %s\n", fmt.Sprintf(format, args...))
+}
+
+func (r *checkReport) warn(format string, args ...any) {
+	fmt.Fprintf(r.w, "⚠ %s\n", fmt.Sprintf(format, args...))
 }
 
 // fail is one problem and, after the colon, what fixes it.
@@ -116,9 +126,11 @@ func (c *cli) check(ctx context.Context, opts checkOptions) error {
 			checkCRD(ctx, r, cl, name)
 		}
 		r.section("checking the controller")
-		sa := checkController(ctx, r, cl, opts.namespace)
+		found := checkController(ctx, r, cl, opts.namespace)
 		r.section("checking the controller's permissions")
-		checkPermissions(ctx, r, cl, opts.namespace, sa)
+		checkPermissions(ctx, r, cl, opts.namespace, found)
+		r.section("checking who holds the controller's rights")
+		checkStackWriters(ctx, r, cl)
 		if r.failed == 0 {
 			r.ok("all checks passed")
 			return nil
@@ -176,19 +188,26 @@ func checkCRD(ctx context.Context, r *checkReport, cl client.Client, name string
 	}
 }
 
-// checkController reports the Deployment and returns the ServiceAccount its
-// Pods run as (the installed default when it cannot tell).
-func checkController(ctx context.Context, r *checkReport, cl client.Client, ns string) string {
+// foundController is what checkController found: the ServiceAccount the
+// controller's Pods run as (the installed default when it cannot tell), and
+// whether its Deployment exists.
+type foundController struct {
+	serviceAccount string
+	deployment     bool
+}
+
+// checkController reports the Deployment.
+func checkController(ctx context.Context, r *checkReport, cl client.Client, ns string) foundController {
 	key := client.ObjectKey{Namespace: ns, Name: manifests.DeploymentName}
 	var d appsv1.Deployment
 	err := cl.Get(ctx, key, &d)
 	switch {
 	case apierrors.IsNotFound(err):
 		r.fail(fmt.Sprintf("no controller Deployment %s", key), "install Stackpilot: `stackpilot install` (or, if it is elsewhere, pass --controller-namespace)")
-		return manifests.ServiceAccount
+		return foundController{serviceAccount: manifests.ServiceAccount}
 	case err != nil:
 		r.fail(fmt.Sprintf("cannot read the controller Deployment %s (%v)", key, err), "you need get on deployments.apps in "+ns)
-		return manifests.ServiceAccount
+		return foundController{serviceAccount: manifests.ServiceAccount, deployment: true}
 	}
 	image := controllerImage(&d)
 	ready, detail := deploymentState(&d)
@@ -199,15 +218,16 @@ func checkController(ctx context.Context, r *checkReport, cl client.Client, ns s
 		r.ok("controller %s %s (%s, %s)", key, imageVersion(image), image, detail)
 	}
 	if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "" {
-		return sa
+		return foundController{serviceAccount: sa, deployment: true}
 	}
-	return "default"
+	return foundController{serviceAccount: "default", deployment: true}
 }
 
 // permission is one thing the controller must be allowed: verb on
-// resource in group, cluster-wide (namespace "") or in one namespace.
+// resource in group, cluster-wide (namespace "") or in one namespace, on
+// every object or on the one named.
 type permission struct {
-	namespace, group, resource, verb string
+	namespace, group, resource, verb, name string
 }
 
 // neededPermissions are the rules of the ClusterRole and the Roles that the
@@ -232,10 +252,16 @@ func neededPermissions(ns string) ([]permission, error) {
 			return nil, fmt.Errorf("embedded %s: %w", manifestName(o), err)
 		}
 		for _, rule := range role.Rules {
+			names := rule.ResourceNames
+			if len(names) == 0 {
+				names = []string{""}
+			}
 			for _, g := range rule.APIGroups {
 				for _, res := range rule.Resources {
 					for _, v := range rule.Verbs {
-						perms = append(perms, permission{scope, g, res, v})
+						for _, name := range names {
+							perms = append(perms, permission{scope, g, res, v, name})
+						}
 					}
 				}
 			}
@@ -244,7 +270,25 @@ func neededPermissions(ns string) ([]permission, error) {
 	return perms, nil
 }
 
-func checkPermissions(ctx context.Context, r *checkReport, cl client.Client, ns, sa string) {
+// checkPermissions asks, per permission, whether the controller's
+// ServiceAccount has it. When that ServiceAccount does not exist the answers
+// would only say that nothing is bound to a name: one line says what was
+// found instead (a controller run as a process, outside the cluster, acts
+// with its kubeconfig's rights, which check cannot know).
+func checkPermissions(ctx context.Context, r *checkReport, cl client.Client, ns string, found foundController) {
+	sa := found.serviceAccount
+	var account corev1.ServiceAccount
+	err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: sa}, &account)
+	switch {
+	case apierrors.IsNotFound(err) && !found.deployment:
+		r.warn("no ServiceAccount %s/%s either: the controller is not installed in namespace %s, so its permissions are not checked "+
+			"(a controller run outside the cluster acts with its kubeconfig's rights)", ns, sa, ns)
+		return
+	case apierrors.IsNotFound(err):
+		r.fail(fmt.Sprintf("ServiceAccount %s/%s, which the controller's Deployment runs as, does not exist, so its permissions are not checked", ns, sa),
+			"apply the controller's RBAC again: `stackpilot install`")
+		return
+	}
 	perms, err := neededPermissions(ns)
 	if err != nil {
 		r.fail(err.Error(), "this CLI's build is broken: report it")
@@ -257,7 +301,7 @@ func checkPermissions(ctx context.Context, r *checkReport, cl client.Client, ns,
 	for _, p := range perms {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: user, Groups: groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.namespace, Group: p.group, Resource: p.resource, Verb: p.verb},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.namespace, Group: p.group, Resource: p.resource, Verb: p.verb, Name: p.name},
 		}}
 		if err := cl.Create(ctx, sar); err != nil {
 			r.fail(fmt.Sprintf("cannot check the controller's permissions (%v)", err), "you need create on subjectaccessreviews.authorization.k8s.io")
@@ -267,6 +311,9 @@ func checkPermissions(ctx context.Context, r *checkReport, cl client.Client, ns,
 			res := p.resource
 			if p.group != "" {
 				res += "." + p.group
+			}
+			if p.name != "" {
+				res += " " + p.name
 			}
 			if p.namespace != "" {
 				res += " in namespace " + p.namespace

@@ -32,8 +32,11 @@ prints the equivalent Stackpilot manifests on stdout. It reads no cluster.
 A Stack's projectRepo, branch, commit, repoDir and gitAuth become source.git;
 fluxSource becomes source.sourceRef; stack, backend (Pulumi Cloud when unset,
 as in PKO), config, configRef, secretsRef and envRefs, secretsProvider,
-refresh, targets, destroyOnFinalize, resyncFrequencySeconds, serviceAccountName,
-prerequisites and preview carry over. Literal values become Secrets printed
+refresh, targets, destroyOnFinalize, resyncFrequencySeconds, serviceAccountName
+(the workspace template's when it names one; "default", PKO's, when nothing
+does: the program keeps the identity it had), prerequisites and preview carry
+over. A stack name the API server would refuse and a file:// backend (a path
+on the controller's filesystem now, not in a workspace Pod) are warned about. Literal values become Secrets printed
 before their Stack. A Program becomes a directory DIR/<name> holding its
 Pulumi.yaml: commit it to a Git repository (or push it with stackpilot artifact
 push) and name that with --program-url, and the Stack points at it.
@@ -85,7 +88,7 @@ func (c *cli) convert(o *convertOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stderr, "wrote %s (Program %s/%s): commit or push it, then apply the Stacks\n", path, p.Namespace, p.Name)
+		fmt.Fprintf(c.stderr, "wrote %s (%s): commit or push it, then apply the Stacks\n", path, programName(p))
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(c.stderr, "warning: %s\n", w)
@@ -123,7 +126,7 @@ func writeProgramDir(root string, p convert.Program) (string, error) {
 	case err == nil && bytes.Equal(old, p.PulumiYAML):
 		return path, nil
 	case err == nil:
-		return "", fmt.Errorf("%s exists and differs from Program %s/%s; remove it or choose another --program-dir", path, p.Namespace, p.Name)
+		return "", fmt.Errorf("%s exists and differs from %s; remove it or choose another --program-dir", path, programName(p))
 	case !errors.Is(err, os.ErrNotExist):
 		return "", err
 	}
@@ -134,4 +137,13 @@ func writeProgramDir(root string, p convert.Program) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// programName is "Program ns/name", or "Program name" for one without a
+// namespace.
+func programName(p convert.Program) string {
+	if p.Namespace == "" {
+		return "Program " + p.Name
+	}
+	return "Program " + p.Namespace + "/" + p.Name
 }

@@ -28,7 +28,9 @@ func (c *cli) newInstallCmd() *cobra.Command {
 CRDs (stacks, receivers, alerts.stackpilot.dev), the controller's namespace,
 ServiceAccount and RBAC, its Service and Deployment, with the controller image
 this CLI was built for (` + manifests.ImageRepository + `:<version>; a
-development build needs --image).
+development build, devel or a Go pseudo-version such as
+v0.0.0-20261202100548-d440d69abcde, needs --image: no image of such a tag is
+ever published).
 
 It server-side applies them as field manager "stackpilot" (running it again
 upgrades in place): the CRDs first, waiting until they are established, then

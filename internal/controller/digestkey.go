@@ -22,6 +22,14 @@ const DigestKeyDataKey = "key"
 // is 64 bytes; 32 random bytes make guessing the key as hard as the hash).
 const digestKeySize = 32
 
+// The digest key Secret is granted by a Role of the controller's own namespace
+// (config/rbac/role.yaml, bound in digest_key_role_binding.yaml), by name for
+// reads: it does not depend on the cluster-wide Secret rights the inputs and
+// outputs need, so an install that narrows those keeps it. Create cannot be
+// limited by name (the API server knows no name before the object exists).
+// +kubebuilder:rbac:groups="",namespace=stackpilot-system,resources=secrets,resourceNames=stackpilot-digest-key,verbs=get
+// +kubebuilder:rbac:groups="",namespace=stackpilot-system,resources=secrets,verbs=create
+
 // DigestKey is the secret key of the inputs digest. The digest is an HMAC over
 // the inputs, Secret values included, and is shown in every Stack's status:
 // without a key anyone who may read a Stack could test guesses of a weak

@@ -7,7 +7,12 @@ package controller
 // +kubebuilder:rbac:groups=stackpilot.dev,resources=stacks,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=stackpilot.dev,resources=stacks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=stackpilot.dev,resources=stacks/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
+// Secrets and ConfigMaps: read as inputs (uncached gets; their metadata
+// watched), and the outputs objects created and replaced whole (step_outputs.go).
+// Nothing of the controller patches or deletes them: the garbage collector
+// removes the outputs objects with their Stack (owner references), so neither
+// verb is granted.
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // finalize asks whether a Stack's namespace is being deleted (read uncached: no namespace informer).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -298,4 +299,178 @@ func TestConvertOutputYAML(t *testing.T) {
 	g.Expect(string(out)).To(HavePrefix("apiVersion: stackpilot.dev/v1alpha1\nkind: Stack\n"))
 	g.Expect(string(out)).NotTo(ContainSubstring("creationTimestamp"))
 	g.Expect(string(out)).To(ContainSubstring("backend: https://api.pulumi.com"))
+}
+
+// TestConvertServiceAccount (issue 21, item 30a): under PKO the program ran
+// in a workspace Pod as its ServiceAccount: the workspace template's when
+// set (it is merged over the Stack's), else spec.serviceAccountName, else
+// the namespace's "default". The conversion keeps that identity: without
+// it the program would act as the controller, with more rights.
+func TestConvertServiceAccount(t *testing.T) {
+	g := NewWithT(t)
+	res := convertString(t, `
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: tmpl, namespace: infra}
+spec:
+  stack: dev
+  projectRepo: https://github.com/org/infra
+  workspaceTemplate: {spec: {serviceAccountName: pulumi}}
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: both, namespace: infra}
+spec:
+  stack: dev
+  projectRepo: https://github.com/org/infra
+  serviceAccountName: deployer
+  workspaceTemplate:
+    spec:
+      serviceAccountName: pulumi
+      image: pulumi/pulumi:latest
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: pod, namespace: infra}
+spec:
+  stack: dev
+  projectRepo: https://github.com/org/infra
+  workspaceTemplate: {spec: {podTemplate: {spec: {serviceAccountName: from-pod}}}}
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: none, namespace: infra}
+spec:
+  stack: dev
+  projectRepo: https://github.com/org/infra
+`, Options{})
+	st, _ := stacks(res)
+	g.Expect(st["tmpl"].ServiceAccountName).To(Equal("pulumi"))
+	g.Expect(st["both"].ServiceAccountName).To(Equal("pulumi"), "the workspace template wins, as PKO merges it over the Stack's")
+	g.Expect(st["pod"].ServiceAccountName).To(Equal("from-pod"))
+	g.Expect(st["none"].ServiceAccountName).To(Equal("default"), "PKO's default")
+	var fields []string
+	for _, w := range res.Warnings {
+		fields = append(fields, w.Object+" "+w.Field)
+		if w.Object == "Stack infra/both" && w.Field == "spec.serviceAccountName" {
+			g.Expect(w.Why).To(ContainSubstring(`"deployer" left out: spec.workspaceTemplate.spec.serviceAccountName "pulumi" overrides it`))
+		}
+		if w.Field == "spec.workspaceTemplate" {
+			g.Expect(w.Why).To(ContainSubstring("its serviceAccountName carried over to spec.serviceAccountName"))
+		}
+	}
+	// Only "both" has a field left over (image) and a name that lost.
+	g.Expect(fields).To(ConsistOf("Stack infra/both spec.serviceAccountName", "Stack infra/both spec.workspaceTemplate"))
+}
+
+// TestConvertProgramWithoutNamespace (issue 21, item 30b): manifests
+// without namespaces (applied to the context's namespace) still pair a
+// Stack with its Program, either way round.
+func TestConvertProgramWithoutNamespace(t *testing.T) {
+	g := NewWithT(t)
+	for name, in := range map[string]string{
+		"neither": "metadata: {name: page}",
+		"program": "metadata: {name: page, namespace: infra}",
+	} {
+		res := convertString(t, `
+apiVersion: pulumi.com/v1
+kind: Program
+metadata: {name: staticpage}
+program: {resources: {}}
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+`+in+`
+spec: {stack: dev, programRef: {name: staticpage}}
+`, Options{ProgramURL: "https://git.example/org/programs.git"})
+		g.Expect(res.Warnings).To(BeEmpty(), name)
+		st, _ := stacks(res)
+		g.Expect(st["page"].Source.Dir).To(Equal("staticpage"), name)
+	}
+	// A Program of another namespace is not the Stack's.
+	res := convertString(t, `
+apiVersion: pulumi.com/v1
+kind: Program
+metadata: {name: staticpage, namespace: other}
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: page, namespace: infra}
+spec: {stack: dev, programRef: {name: staticpage}}
+`, Options{ProgramURL: "https://git.example/org/programs.git"})
+	g.Expect(warnedFields(res)).To(Equal([]string{"spec.programRef"}))
+	g.Expect(res.Warnings[0].Why).To(ContainSubstring("is not in the input"))
+}
+
+// TestConvertStackName (issue 21, item 30c): a stack name the API server
+// would refuse (PKO's examples use <your-org>/... placeholders) is copied
+// with a warning that says what to change; a valid one is copied quietly.
+func TestConvertStackName(t *testing.T) {
+	g := NewWithT(t)
+	res := convertString(t, `
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: bad, namespace: infra}
+spec: {stack: <your-org>/nginx/dev, projectRepo: https://github.com/org/infra}
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: good, namespace: infra}
+spec: {stack: acme/nginx/dev, projectRepo: https://github.com/org/infra}
+`, Options{})
+	st, _ := stacks(res)
+	g.Expect(st["bad"].StackName).To(Equal("<your-org>/nginx/dev"))
+	g.Expect(st["good"].StackName).To(Equal("acme/nginx/dev"))
+	g.Expect(res.Warnings).To(HaveLen(1))
+	w := res.Warnings[0]
+	g.Expect(w.Object + " " + w.Field).To(Equal("Stack infra/bad spec.stack"))
+	g.Expect(w.Why).To(ContainSubstring(`"<your-org>/nginx/dev" is not a stack name Stackpilot accepts`))
+	g.Expect(w.Why).To(ContainSubstring("the API server will refuse this Stack: set spec.stackName to the real stack"))
+}
+
+// TestStackNamePatternIsTheCRDs: the converter's check is the CRD's rule,
+// so what it lets through the API server accepts.
+func TestStackNamePatternIsTheCRDs(t *testing.T) {
+	crd, err := os.ReadFile("../../config/crd/bases/stackpilot.dev_stacks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "self.matches('" + stackNamePattern.String() + "')"; !strings.Contains(string(crd), want) {
+		t.Fatalf("the Stack CRD has no rule %s: align stackNamePattern with spec.stackName's validation in api/v1alpha1", want)
+	}
+}
+
+// TestConvertFileBackend (issue 21, item 30d): a file:// backend was a path
+// in PKO's workspace Pod; in Stackpilot it is the controller's filesystem.
+func TestConvertFileBackend(t *testing.T) {
+	g := NewWithT(t)
+	res := convertString(t, `
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: local, namespace: infra}
+spec: {stack: dev, projectRepo: https://github.com/org/infra, backend: "file:///state"}
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: envlocal, namespace: infra}
+spec:
+  stack: dev
+  projectRepo: https://github.com/org/infra
+  envRefs: {PULUMI_BACKEND_URL: {type: Literal, literal: {value: "file://~"}}}
+---
+apiVersion: pulumi.com/v1
+kind: Stack
+metadata: {name: s3, namespace: infra}
+spec: {stack: dev, projectRepo: https://github.com/org/infra, backend: "s3://bucket"}
+`, Options{})
+	st, _ := stacks(res)
+	g.Expect(st["local"].Backend).To(Equal("file:///state"))
+	g.Expect(st["envlocal"].Backend).To(Equal("file://~"))
+	var fields []string
+	for _, w := range res.Warnings {
+		fields = append(fields, w.Object+" "+w.Field)
+		g.Expect(w.Why).To(ContainSubstring("inside PKO's workspace Pod"))
+		g.Expect(w.Why).To(ContainSubstring("the controller's filesystem"))
+	}
+	g.Expect(fields).To(ConsistOf("Stack infra/local spec.backend", "Stack infra/envlocal spec.backend"))
 }

@@ -38,6 +38,23 @@ func (c *converter) convertProgram(obj pkoObject) error {
 	return nil
 }
 
+// program finds the Program a Stack of namespace ns names. A manifest without
+// a namespace goes to the namespace it is applied to, so a Program or a Stack
+// without one pairs with its namesake in any namespace (names are unique in
+// one conversion: convertProgram refuses two Programs of one name); with
+// both namespaces set, they must be equal, as in PKO.
+func (c *converter) program(ns, name string) (Program, bool) {
+	if p, ok := c.programs[ns+"/"+name]; ok {
+		return p, true
+	}
+	for _, p := range c.programs {
+		if p.Name == name && (p.Namespace == "" || ns == "") {
+			return p, true
+		}
+	}
+	return Program{}, false
+}
+
 // pulumiYAML renders the project file: name and runtime first, for people
 // reading it, then the program's fields.
 func pulumiYAML(name string, program json.RawMessage) ([]byte, error) {

@@ -22,7 +22,10 @@ type stackConv struct {
 	out    stackObject
 	// literal values, by the generated Secret they go to
 	envLiterals, configLiterals map[string]string
-	err                         error
+	// templateIdentity: the workspace template named the ServiceAccount,
+	// which carried over (identity.go).
+	templateIdentity bool
+	err              error
 }
 
 // Names of the Secrets a conversion makes from PKO literal values: one per
@@ -33,6 +36,11 @@ func gitSecretName(stack string) string    { return stack + "-converted-git" }
 
 // secretKeyPattern is what a Secret or ConfigMap data key may be.
 var secretKeyPattern = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// stackNamePattern is what spec.stackName may be: the Stack CRD's
+// validation rule (api/v1alpha1, StackSpec.StackName), which the API server
+// enforces; a test keeps the two equal.
+var stackNamePattern = regexp.MustCompile(`^([A-Za-z0-9_.-]+/){0,2}[A-Za-z0-9_.-]{1,100}$`)
 
 // envPrefixPattern is what spec.envFrom[].prefix may be.
 var envPrefixPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -112,6 +120,7 @@ func (s *stackConv) convert() {
 	var stack string
 	if s.take("stack", &stack) {
 		spec.StackName = stack
+		s.checkStackName(stack)
 	}
 	s.take("backend", &spec.Backend)
 	s.take("config", &spec.Config)
@@ -140,7 +149,7 @@ func (s *stackConv) convert() {
 		// PKO treats anything below 60 seconds as 60.
 		spec.Interval = metav1.Duration{Duration: time.Duration(max(secs, 60)) * time.Second}
 	}
-	s.take("serviceAccountName", &spec.ServiceAccountName)
+	s.convertServiceAccount()
 	var prereqs []pkoPrerequisite
 	s.take("prerequisites", &prereqs)
 	for i, p := range prereqs {
@@ -184,6 +193,9 @@ func (s *stackConv) dropped() {
 		why, ok := reasons[k]
 		if !ok {
 			why = "not a field this converter knows (PKO v2 pulumi.com/v1 Stack); left out"
+		}
+		if k == "workspaceTemplate" && s.templateIdentity {
+			why += " (its serviceAccountName carried over to spec.serviceAccountName)"
 		}
 		s.warn("spec."+k, "%s", why)
 	}
@@ -250,7 +262,7 @@ func (s *stackConv) convertSource() {
 // convertProgramRef points the Stack at the converted Program's directory.
 func (s *stackConv) convertProgramRef(name string) {
 	src := &s.out.Spec.Source
-	p, ok := s.c.programs[s.meta.Namespace+"/"+name]
+	p, ok := s.c.program(s.meta.Namespace, name)
 	dir := name
 	if ok {
 		dir = p.Dir
@@ -278,11 +290,31 @@ func (s *stackConv) convertProgramRef(name string) {
 }
 
 // convertBackendDefault keeps PKO's default backend, Pulumi Cloud, which is
-// not Stackpilot's (the controller's --default-backend).
+// not Stackpilot's (the controller's --default-backend), and warns about a
+// file:// backend: it named a path inside PKO's workspace Pod, and names one
+// on the controller's filesystem now.
 func (s *stackConv) convertBackendDefault() {
 	if s.out.Spec.Backend == "" {
 		s.out.Spec.Backend = "https://api.pulumi.com"
 	}
+	if strings.HasPrefix(s.out.Spec.Backend, "file://") {
+		s.warn("spec.backend", "%s was a path inside PKO's workspace Pod (on a volume of its workspaceTemplate, or the Pod's own disk); "+
+			"in Stackpilot it is a path on the controller's filesystem, shared by every Stack it runs and lost with its Pod unless it is on a persistent volume: "+
+			"move the state to a durable backend (s3://, azblob://, gs://, postgres://, https://api.pulumi.com; `pulumi stack export` then `pulumi stack import`), "+
+			"or mount that path from a PersistentVolumeClaim in the controller's Deployment", s.out.Spec.Backend)
+	}
+}
+
+// checkStackName warns about a stack name the API server will refuse (PKO
+// took any string; its examples use placeholders such as <your-org>/...):
+// it is copied all the same, so the refusal names it and nothing silently
+// targets another stack.
+func (s *stackConv) checkStackName(name string) {
+	if stackNamePattern.MatchString(name) {
+		return
+	}
+	s.warn("spec.stack", "%q is not a stack name Stackpilot accepts (up to 100 letters, digits, '-', '_' or '.', optionally prefixed by 'org/' or 'org/project/'), "+
+		"so the API server will refuse this Stack: set spec.stackName to the real stack (a placeholder such as <your-org> from PKO's examples is not one)", name)
 }
 
 // convertSecretsProvider carries the passphrase provider over; PKO's cloud

@@ -29,6 +29,9 @@ const (
 	ServiceAccount   = "stackpilot-controller"
 	ContainerName    = "manager"
 	ClusterRoleName  = "stackpilot-manager-role"
+	// StackEditorRoleName grants Stack writes; bound by hand, never
+	// aggregated into edit or admin (config/rbac/stack_editor_role.yaml).
+	StackEditorRoleName = "stackpilot-stack-editor-role"
 	// ImageRepository is where releases publish the controller's image; a
 	// CLI of version v installs ImageRepository:v.
 	ImageRepository = "ghcr.io/stackpilot/stackpilot-controller"

@@ -104,3 +104,23 @@ func TestObjectsNamespaceAndImage(t *testing.T) {
 	again, _ := Objects(Options{})
 	find(t, again, "Namespace", DefaultNamespace)
 }
+
+// TestInputsDigestDescription: the CRD users install describes
+// status.inputsDigest as what the controller writes, a keyed HMAC
+// (internal/controller's digestPrefix), not a plain hash anyone could
+// recompute.
+func TestInputsDigestDescription(t *testing.T) {
+	objs, err := Objects(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := find(t, objs, "CustomResourceDefinition", "stacks.stackpilot.dev")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		desc, _, _ := unstructured.NestedString(v.(map[string]any),
+			"schema", "openAPIV3Schema", "properties", "status", "properties", "inputsDigest", "description")
+		if !strings.Contains(desc, `"hmac-sha256:<hex>"`) || strings.Contains(desc, `("sha256:`) {
+			t.Errorf("status.inputsDigest is described as %q: say hmac-sha256 (edit api/v1alpha1/stack_types.go, run `make manifests`)", desc)
+		}
+	}
+}

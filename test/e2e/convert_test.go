@@ -29,7 +29,9 @@ import (
 // ConfigMap, a Secret and literals, env from Secrets) and the Program Stack
 // (its converted directory committed to a Git server) reach Ready; the Flux
 // Stack, whose source is not served here, is accepted. Every field that
-// cannot be carried over is one warning on stderr.
+// cannot be carried over is one warning on stderr. Each program keeps the
+// identity its PKO workspace had (issue 21, item 30a): the workspace
+// template's ServiceAccount, else "default", never the controller's.
 func TestConvertPKOManifests(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -72,8 +74,11 @@ func TestConvertPKOManifests(t *testing.T) {
 		f.ns + "/conv-flux spec.prerequisites[0].requirement.succeededWithinDuration",
 		f.ns + "/conv-flux spec.secretsProvider",
 		f.ns + "/conv-flux spec.updateTemplate",
+		f.ns + "/conv-git spec.backend", // file://: the controller's filesystem now
 		f.ns + "/conv-git spec.workspaceTemplate",
+		f.ns + "/conv-prog spec.backend",
 	}), stderr)
+	g.Expect(stderr).To(ContainSubstring("(its serviceAccountName carried over to spec.serviceAccountName)"))
 	g.Expect(stderr).NotTo(ContainSubstring("pko-s3cret"))
 
 	// The Program became a directory: commit it where the Stack looks.
@@ -87,11 +92,17 @@ func TestConvertPKOManifests(t *testing.T) {
 		Data: map[string]string{"color": "green", "settings": `{"size": 3}`}})).To(Succeed())
 	createSecret(t, f.ns, "conv-creds", map[string]string{"token": "t0ken"})
 	createSecret(t, f.ns, "conv-env", map[string]string{"CONV_TOKEN": "env-t0ken"})
+	// The programs' identities, as under PKO: may manage ConfigMaps here.
+	for _, sa := range []string{"pko-runner", "default"} {
+		createServiceAccount(t, f.ns, sa)
+		grant(t, f.ns, sa, "configmaps")
+	}
 	applyManifests(t, f.ns, stdout)
 
 	f.start(t)
 	git := waitApplied(t, client.ObjectKey{Namespace: f.ns, Name: "conv-git"}, "")
 	g.Expect(git.Spec.Source.Git.SecretRef.Name).To(Equal("conv-git-converted-git"))
+	g.Expect(git.Spec.ServiceAccountName).To(Equal("pko-runner"), "the workspace template's ServiceAccount")
 	g.Expect(git.Spec.Interval.Duration.String()).To(Equal("2m0s"))
 	g.Expect(git.Spec.DestroyOnDelete).To(BeTrue())
 	g.Expect(git.Spec.Refresh).To(BeTrue())
@@ -104,6 +115,7 @@ func TestConvertPKOManifests(t *testing.T) {
 
 	prog := waitApplied(t, client.ObjectKey{Namespace: f.ns, Name: "conv-prog"}, "")
 	g.Expect(prog.Spec.Source.Dir).To(Equal("conv-page"))
+	g.Expect(prog.Spec.ServiceAccountName).To(Equal("default"), "PKO's default ServiceAccount")
 	g.Expect(configMapData(g, f.ns, "conv-page")).To(HaveKeyWithValue("greeting", "bonjour"))
 
 	flux := getStack(g, client.ObjectKey{Namespace: f.ns, Name: "conv-flux"})
