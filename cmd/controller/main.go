@@ -84,7 +84,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest artifact accepted: an OCI artifact's chosen layer (checked against the manifest before download, and while reading), a Flux source's tarball, and the files extracted from either are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
 	flag.BoolVar(&f.allowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "Let a Stack name a Flux source (spec.source.sourceRef) or a Stack (spec.dependsOn, configFrom stackOutputs) in another namespace (refused by default, as in Flux).")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
-	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
+	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace, or these comma-separated namespaces (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
 	flag.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount, in each Stack's namespace, that programs act as when spec.serviceAccountName is not set (default: none, and such programs act as the controller itself).")
 	flag.StringVar(&f.digestKeySecret, "digest-key-secret", "stackpilot-digest-key", "Name of the Secret, in the controller's namespace, holding the key of the inputs digest; created when absent.")
@@ -148,8 +148,11 @@ func run() error {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr(managerShutdownTimeout(f.gracefulShutdownTimeout)),
 	}
-	if f.watchNamespace != "" {
-		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{f.watchNamespace: {}}
+	if namespaces := f.watchNamespaces(); len(namespaces) > 0 {
+		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			mgrOpts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
 	}
 	restConfig := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
@@ -234,9 +237,24 @@ func defaultConcurrency() int {
 	return max(1, runtime.GOMAXPROCS(0))
 }
 
+// watchNamespaces is --watch-namespace as a list (empty: all namespaces).
+func (f *flags) watchNamespaces() []string {
+	var out []string
+	for _, ns := range strings.Split(f.watchNamespace, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
 // ownNamespace is where the controller keeps its own objects (the digest key).
 func (f *flags) ownNamespace() string {
-	for _, ns := range []string{f.namespace, os.Getenv("POD_NAMESPACE"), f.watchNamespace} {
+	first := ""
+	if namespaces := f.watchNamespaces(); len(namespaces) > 0 {
+		first = namespaces[0]
+	}
+	for _, ns := range []string{f.namespace, os.Getenv("POD_NAMESPACE"), first} {
 		if ns != "" {
 			return ns
 		}
