@@ -258,10 +258,6 @@ func refSpec(ref string) config.RefSpec {
 	return config.RefSpec("+" + ref + ":" + ref)
 }
 
-func isRefNotFound(err error) bool {
-	return errors.Is(err, plumbing.ErrReferenceNotFound) || errors.Is(err, gogit.NoMatchingRefSpecError{})
-}
-
 func refLabel(rev Revision) string {
 	if rev.Ref == "" {
 		return "commit " + rev.Commit
