@@ -6,13 +6,15 @@ import (
 	"sync/atomic"
 
 	"github.com/go-git/go-billy/v5"
+
+	"github.com/stackpilot/stackpilot/internal/artifact"
 )
 
 // Defaults for a Fetcher's bounds (controller flags --artifact-max-size and
 // --artifact-max-files), the same as an OCI artifact's.
 const (
 	DefaultMaxSize  = 100 << 20
-	DefaultMaxFiles = 10_000
+	DefaultMaxFiles = artifact.DefaultMaxFiles
 )
 
 // LimitError reports a fetch that went past one of the Fetcher's bounds; the
