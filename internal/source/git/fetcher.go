@@ -116,8 +116,10 @@ func (f *Fetcher) checkout(ctx context.Context, url string, rev Revision, auth *
 	shallowRef := func(ctx context.Context, repo *gogit.Repository) error {
 		return f.fetchShallow(ctx, repo, url, refSpec(rev.Ref), auth)
 	}
-	// The commit alone, one deep: servers that allow asking for a commit by
-	// hash (most do) spare us the history.
+	// The commit alone, one deep: servers that let a client ask for a commit
+	// by hash (they advertise allow-reachable-sha1-in-want or
+	// allow-tip-sha1-in-want, as the big hosts do) spare us the history;
+	// go-git asks nothing of the others.
 	shallowCommit := func(ctx context.Context, repo *gogit.Repository) error {
 		return f.fetchShallow(ctx, repo, url, config.RefSpec(rev.Commit+":refs/heads/stackpilot-pinned"), auth)
 	}
