@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/controller"
 	"github.com/stackpilot/stackpilot/internal/executor"
 	"github.com/stackpilot/stackpilot/internal/jitter"
@@ -63,6 +64,7 @@ type flags struct {
 	watchNamespace          string
 	gracefulShutdownTimeout time.Duration
 	artifactMaxSize         string
+	artifactMaxFiles        int
 	allowCrossNamespaceRefs bool
 	// tenancy and the inputs digest key
 	defaultServiceAccount string
@@ -81,10 +83,11 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.defaultPassphraseSecret, "default-passphrase-secret", "", "Name of a Secret (key \"passphrase\") in each Stack's namespace used when spec.secretsProvider is not set.")
 	flag.IntVar(&f.concurrentOperations, "concurrent-operations", defaultConcurrency(), "How many Pulumi operations (and reconciles) run at once; the default is the number of CPUs this process may use (GOMAXPROCS, which in a container follows its CPU limit).")
 	flag.IntVar(&f.intervalJitterPercent, "interval-jitter-percentage", jitter.DefaultPercentage, "Delay each Stack's requeue at spec.interval by up to this percent of it, so that Stacks created together do not wake together (0 disables it; at most 99). Never earlier than the interval, so Stacks on one repository share one ls-remote per interval. Retries are not jittered.")
-	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest artifact accepted: an OCI artifact's chosen layer (checked against the manifest before download, and while reading), a Flux source's tarball, and the files extracted from either are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
+	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest artifact accepted: an OCI artifact's chosen layer (checked against the manifest before download, and while reading), a Flux source's tarball, the objects a Git clone fetches (stopped as they stream in), and the files extracted or checked out from any of them are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
+	flag.IntVar(&f.artifactMaxFiles, "artifact-max-files", artifact.DefaultMaxFiles, "Most files (and links) a Git checkout, or any program tree the artifact cache stores or copies, may hold.")
 	flag.BoolVar(&f.allowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "Let a Stack name a Flux source (spec.source.sourceRef) or a Stack (spec.dependsOn, configFrom stackOutputs) in another namespace (refused by default, as in Flux).")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
-	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
+	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace, or these comma-separated namespaces (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
 	flag.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount, in each Stack's namespace, that programs act as when spec.serviceAccountName is not set (default: none, and such programs act as the controller itself).")
 	flag.StringVar(&f.digestKeySecret, "digest-key-secret", "stackpilot-digest-key", "Name of the Secret, in the controller's namespace, holding the key of the inputs digest; created when absent.")
@@ -114,6 +117,9 @@ func run() error {
 	artifactMaxSize, err := parseSize(f.artifactMaxSize)
 	if err != nil {
 		return fmt.Errorf("--artifact-max-size: %w", err)
+	}
+	if f.artifactMaxFiles < 1 {
+		return errors.New("--artifact-max-files must be at least 1")
 	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
@@ -148,8 +154,11 @@ func run() error {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr(managerShutdownTimeout(f.gracefulShutdownTimeout)),
 	}
-	if f.watchNamespace != "" {
-		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{f.watchNamespace: {}}
+	if namespaces := f.watchNamespaces(); len(namespaces) > 0 {
+		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			mgrOpts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
 	}
 	restConfig := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
@@ -174,6 +183,7 @@ func run() error {
 		DigestKeySecret:         types.NamespacedName{Namespace: f.ownNamespace(), Name: f.digestKeySecret},
 		IntervalJitter:          intervalJitter,
 		ArtifactMaxSize:         artifactMaxSize,
+		ArtifactMaxFiles:        f.artifactMaxFiles,
 		AllowCrossNamespaceRefs: f.allowCrossNamespaceRefs,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
@@ -234,9 +244,24 @@ func defaultConcurrency() int {
 	return max(1, runtime.GOMAXPROCS(0))
 }
 
+// watchNamespaces is --watch-namespace as a list (empty: all namespaces).
+func (f *flags) watchNamespaces() []string {
+	var out []string
+	for _, ns := range strings.Split(f.watchNamespace, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
 // ownNamespace is where the controller keeps its own objects (the digest key).
 func (f *flags) ownNamespace() string {
-	for _, ns := range []string{f.namespace, os.Getenv("POD_NAMESPACE"), f.watchNamespace} {
+	first := ""
+	if namespaces := f.watchNamespaces(); len(namespaces) > 0 {
+		first = namespaces[0]
+	}
+	for _, ns := range []string{f.namespace, os.Getenv("POD_NAMESPACE"), first} {
 		if ns != "" {
 			return ns
 		}

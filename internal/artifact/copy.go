@@ -30,7 +30,7 @@ func (s *Store) CopyTree(ctx context.Context, a Artifact, subdir, dst string) er
 	if err := prepareDst(dst); err != nil {
 		return err
 	}
-	if _, err := copyTree(ctx, srcDir, dst, false); err != nil {
+	if _, err := copyTree(ctx, srcDir, dst, false, s.Limits); err != nil {
 		var upe *UnsafePathError
 		if errors.As(err, &upe) && subdir != "" {
 			upe.Path = filepath.ToSlash(filepath.Join(subdir, upe.Path))

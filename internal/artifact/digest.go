@@ -56,7 +56,7 @@ func treeDigest(entries []entry) string {
 
 // Digest computes the digest of the tree at dir without copying it.
 func Digest(ctx context.Context, dir string) (string, error) {
-	return copyTree(ctx, dir, "", false)
+	return copyTree(ctx, dir, "", false, Limits{})
 }
 
 // isGitPath reports whether a relative path is, or is inside, a ".git"
@@ -74,10 +74,13 @@ func isGitPath(rel string) bool {
 // the tree digest. Copied files are read-only when readOnly is set (the
 // store's copies) and writable otherwise. Symbolic links are copied as
 // links and must resolve inside src; anything that is neither file,
-// directory nor link is refused.
-func copyTree(ctx context.Context, src, dst string, readOnly bool) (string, error) {
+// directory nor link is refused. A copy (dst set) stops with a *LimitError
+// past limits' entries or file bytes; hashing alone is not bounded.
+func copyTree(ctx context.Context, src, dst string, readOnly bool, limits Limits) (string, error) {
+	limits = limits.withDefaults()
 	var entries []entry
 	var links []string
+	var bytes int64
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -102,6 +105,9 @@ func copyTree(ctx context.Context, src, dst string, readOnly bool) (string, erro
 		out := ""
 		if dst != "" {
 			out = filepath.Join(dst, rel)
+			if len(entries) >= limits.MaxFiles {
+				return &LimitError{Limit: "file count", Max: int64(limits.MaxFiles), Of: "tree"}
+			}
 		}
 		switch t := d.Type(); {
 		case t.IsDir():
@@ -115,6 +121,13 @@ func copyTree(ctx context.Context, src, dst string, readOnly bool) (string, erro
 				return err
 			}
 			exec := info.Mode().Perm()&0o111 != 0
+			if out != "" {
+				// Checked before copying, as a remainder so a huge size cannot overflow.
+				if info.Size() > limits.MaxBytes-bytes {
+					return &LimitError{Limit: "size", Max: limits.MaxBytes, Of: "tree"}
+				}
+				bytes += info.Size()
+			}
 			sum, err := copyFile(p, out, fileMode(exec, readOnly))
 			if err != nil {
 				return err

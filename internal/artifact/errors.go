@@ -17,12 +17,18 @@ func (e *UnsafePathError) Error() string {
 	return fmt.Sprintf("unsafe path %q: %s", e.Path, e.Reason)
 }
 
-// LimitError reports an archive larger than the limits allow.
+// LimitError reports an archive, or a tree being copied, larger than the
+// limits allow.
 type LimitError struct {
-	Limit string // "size" or "file count"
+	Limit string // "size", "file count" or "header size"
 	Max   int64
+	Of    string // what exceeded it: "archive" when empty, or "tree"
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("archive exceeds the %s limit of %d", e.Limit, e.Max)
+	of := e.Of
+	if of == "" {
+		of = "archive"
+	}
+	return fmt.Sprintf("%s exceeds the %s limit of %d", of, e.Limit, e.Max)
 }

@@ -142,7 +142,7 @@ func pathDigest(ctx context.Context, a Artifact, rel string) (string, error) {
 		if resolved == "." {
 			return a.Digest, nil
 		}
-		return copyTree(ctx, full, "", false)
+		return copyTree(ctx, full, "", false, Limits{})
 	case fi.Mode().IsRegular():
 		sum, err := copyFile(full, "", 0)
 		if err != nil {

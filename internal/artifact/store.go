@@ -39,6 +39,9 @@ type Store struct {
 	// GCGracePeriod: GC keeps artifacts stored or returned by Get more
 	// recently than this, whatever the keep set says.
 	GCGracePeriod time.Duration
+	// Limits bound each tree Put stores and CopyTree copies (file content
+	// and entries); zero fields take Untar's defaults.
+	Limits Limits
 
 	// mu makes GC exclusive: everything else holds it for reading, so a
 	// tree is never removed while it is being published, found or copied.
@@ -92,7 +95,7 @@ func (s *Store) Put(ctx context.Context, srcDir string) (Artifact, error) {
 	}
 	defer os.RemoveAll(staging) // a no-op once renamed away
 
-	digest, err := copyTree(ctx, srcDir, staging, true)
+	digest, err := copyTree(ctx, srcDir, staging, true, s.Limits)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("storing %s: %w", srcDir, err)
 	}

@@ -22,11 +22,25 @@ type Limits struct {
 	// directories an entry implies but the archive does not list (one entry
 	// "a/b/.../z" must not make thousands of directories).
 	MaxFiles int
+	// MaxHeaderBytes is what the decompressed archive may hold besides file
+	// content: headers, PAX and GNU long-name records, padding. archive/tar
+	// reads extension records inside Next, where no entry count sees them,
+	// so without this bound a small gzip of back-to-back records costs
+	// unbounded decompression. The default is HeaderBytesPerFile per
+	// MaxFiles, at least MinHeaderBytes; with MaxBytes it bounds the whole
+	// decompressed stream.
+	MaxHeaderBytes int64
 }
 
 const (
 	DefaultMaxBytes = 1 << 30 // 1 GiB
 	DefaultMaxFiles = 100_000
+	// HeaderBytesPerFile is the default header budget of one entry: its
+	// 512-byte header, up to 511 bytes of padding, and a PAX record naming
+	// a path of PATH_MAX.
+	HeaderBytesPerFile = 6 << 10
+	// MinHeaderBytes is the smallest default header budget.
+	MinHeaderBytes = 1 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -35,6 +49,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxFiles <= 0 {
 		l.MaxFiles = DefaultMaxFiles
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = max(MinHeaderBytes, int64(l.MaxFiles)*HeaderBytesPerFile)
 	}
 	return l
 }
@@ -47,21 +64,24 @@ func (l Limits) withDefaults() Limits {
 //   - symbolic links that resolve outside dst, also through other links;
 //   - hard links to anything but a regular file already extracted;
 //   - devices and FIFOs;
-//   - more than limits.MaxFiles entries or limits.MaxBytes of file content.
+//   - more than limits.MaxFiles entries (PAX global headers included),
+//     limits.MaxBytes of file content or limits.MaxHeaderBytes of the rest;
+//     it stops reading at the bound, so the decompressed stream it reads is
+//     at most MaxBytes + MaxHeaderBytes whatever the archive announces.
 //
 // Owners, times and permission bits other than exec are not restored. On
 // error, dst may hold a partial tree: extract into a fresh directory and
 // remove it on failure.
 func Untar(r io.Reader, dst string, limits Limits) error {
 	limits = limits.withDefaults()
-	tr, err := tarReader(r)
+	x := &extractor{dst: dst, limits: limits}
+	tr, err := tarReader(r, x)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	x := &extractor{dst: dst, limits: limits}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -78,8 +98,8 @@ func Untar(r io.Reader, dst string, limits Limits) error {
 }
 
 // tarReader sniffs the gzip magic so callers need not know whether a layer
-// is compressed.
-func tarReader(r io.Reader) (*tar.Reader, error) {
+// is compressed. What the tar reader reads, decompressed, is metered by x.
+func tarReader(r io.Reader, x *extractor) (*tar.Reader, error) {
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(2)
 	if err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -87,26 +107,58 @@ func tarReader(r io.Reader) (*tar.Reader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading archive: %w", err)
 		}
-		return tar.NewReader(zr), nil
+		return tar.NewReader(&meteredReader{r: zr, x: x}), nil
 	}
-	return tar.NewReader(br), nil
+	return tar.NewReader(&meteredReader{r: br, x: x}), nil
+}
+
+// meteredReader sits between the decompressor and the tar reader and
+// refuses to deliver more header bytes (everything read that is not file
+// content) than the limit allows. It is the only place that sees the
+// extension records archive/tar consumes inside Next.
+type meteredReader struct {
+	r    io.Reader
+	x    *extractor
+	read int64
+}
+
+func (m *meteredReader) Read(p []byte) (int, error) {
+	// Never read past the budget left: the bound holds within one Read.
+	left := m.x.limits.MaxHeaderBytes - (m.read - m.x.bytes)
+	if left <= 0 {
+		return 0, &LimitError{Limit: "header size", Max: m.x.limits.MaxHeaderBytes}
+	}
+	// File content is counted as it is copied, so while a file is being
+	// extracted the budget grows with it; bounding one read to what is
+	// left of the header budget plus the file's own remainder keeps it exact.
+	if room := left + m.x.pending; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := m.r.Read(p)
+	m.read += int64(n)
+	return n, err
 }
 
 type extractor struct {
 	dst    string
 	limits Limits
 	files  int
-	bytes  int64
-	links  []string // symbolic links, checked when the tree is complete
+	// bytes is the file content extracted so far, counted as it is copied.
+	bytes int64
+	// pending is what remains to be copied of the file being extracted.
+	pending int64
+	links   []string // symbolic links, checked when the tree is complete
 }
 
 func (x *extractor) entry(h *tar.Header, r io.Reader) error {
-	if h.Typeflag == tar.TypeXGlobalHeader {
-		return nil // PAX metadata, not an entry
-	}
+	// Every header counts, PAX global ones too: they are not entries of the
+	// tree, but each costs a read.
 	x.files++
 	if x.files > x.limits.MaxFiles {
 		return &LimitError{Limit: "file count", Max: int64(x.limits.MaxFiles)}
+	}
+	if h.Typeflag == tar.TypeXGlobalHeader {
+		return nil // PAX metadata, nothing to extract
 	}
 	name, err := entryName(h.Name)
 	if err != nil || name == "." {
@@ -220,8 +272,9 @@ func (x *extractor) file(name, target string, h *tar.Header, r io.Reader) error 
 	// The header's size is trusted only as an upper bound: reading one
 	// byte more than it announces would mean a broken reader, and the
 	// limit must hold whatever happens.
-	n, err := io.Copy(f, io.LimitReader(r, h.Size))
-	x.bytes += n
+	x.pending = h.Size
+	_, err = io.Copy(f, &contentReader{r: io.LimitReader(r, h.Size), x: x})
+	x.pending = 0
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -229,6 +282,20 @@ func (x *extractor) file(name, target string, h *tar.Header, r io.Reader) error 
 		return fmt.Errorf("extracting %q: %w", name, err)
 	}
 	return os.Chmod(target, fileMode(h.Mode&0o111 != 0, false))
+}
+
+// contentReader counts file content as the tar reader hands it out, so the
+// metered reader below it can tell content from header bytes.
+type contentReader struct {
+	r io.Reader
+	x *extractor
+}
+
+func (c *contentReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.x.bytes += int64(n)
+	c.x.pending -= int64(n)
+	return n, err
 }
 
 func (x *extractor) symlink(name, target, linkname string) error {

@@ -39,6 +39,9 @@ type Config struct {
 	// ArtifactMaxSize bounds an OCI artifact's layer and the files extracted
 	// from it, in bytes (0: srcoci.DefaultMaxSize).
 	ArtifactMaxSize int64
+	// ArtifactMaxFiles bounds the files of a Git checkout and of every tree
+	// the artifact cache stores or copies (0: the defaults).
+	ArtifactMaxFiles int
 	// Flux fetches Flux sources' artifacts; made with ArtifactMaxSize when nil.
 	Flux *FluxSource
 	// AllowCrossNamespaceRefs lets a Stack follow a Flux source, or depend on
@@ -85,9 +88,12 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if podNamespace == "" {
 		podNamespace = os.Getenv("POD_NAMESPACE")
 	}
+	// Every tree the cache stores or copies into a work directory is bounded
+	// like the sources that fill it.
+	store.Limits = artifact.Limits{MaxBytes: cfg.ArtifactMaxSize, MaxFiles: cfg.ArtifactMaxFiles}
 	src := cfg.Source
 	if src == nil {
-		src = NewGitSource(store)
+		src = NewGitSource(store, cfg.ArtifactMaxSize, cfg.ArtifactMaxFiles)
 	}
 	oci := cfg.OCI
 	if oci == nil {

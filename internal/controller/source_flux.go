@@ -92,7 +92,7 @@ func fluxFetchError(err error, revision string) error {
 	var digest *flux.DigestError
 	switch {
 	case errors.As(err, &limit), errors.As(err, &limits):
-		return stallingAt(revision, v1alpha1.ArtifactFailedReason, "revision %s: %v (checked again at the next artifact)", revision, err)
+		return stallingAt(revision, v1alpha1.ArtifactFailedReason, "revision %s: %v (controller flag %s; checked again at the next artifact)", revision, err, limitFlag(err))
 	case errors.As(err, &unsafe):
 		return stallingAt(revision, v1alpha1.ArtifactFailedReason, "revision %s: %v (checked again at the next artifact)", revision, err)
 	case errors.As(err, &digest):

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,9 +24,18 @@ type GitSource struct {
 	Store    *artifact.Store
 }
 
-// NewGitSource returns a GitSource over store.
-func NewGitSource(store *artifact.Store) *GitSource {
-	return &GitSource{Resolver: git.NewResolver(), Fetcher: git.NewFetcher(), Store: store}
+// NewGitSource returns a GitSource over store whose clones fetch, and check
+// out, at most maxSize bytes each and check out at most maxFiles files (0:
+// the defaults).
+func NewGitSource(store *artifact.Store, maxSize int64, maxFiles int) *GitSource {
+	f := git.NewFetcher()
+	if maxSize > 0 {
+		f.MaxSize = maxSize
+	}
+	if maxFiles > 0 {
+		f.MaxFiles = maxFiles
+	}
+	return &GitSource{Resolver: git.NewResolver(), Fetcher: f, Store: store}
 }
 
 // resolveGit resolves spec.source.git's ref with a shared ls-remote.
@@ -44,11 +54,25 @@ func (r *StackReconciler) resolveGit(ctx context.Context, st *reconcileState) er
 	st.fetch = func(ctx context.Context) (artifact.Artifact, error) {
 		art, err := r.Source.Fetcher.Fetch(ctx, g.URL, rev, auth, r.Artifacts)
 		if err != nil {
-			return artifact.Artifact{}, sourceError(err, v1alpha1.GitOperationFailedReason)
+			return artifact.Artifact{}, gitFetchError(err, st.revision)
 		}
 		return art, nil
 	}
 	return nil
+}
+
+// gitFetchError: a revision over the bounds is wrong for itself alone (a new
+// commit can fix it, retrying cannot), so it stalls until the next one; the
+// rest is the source's typed errors.
+func gitFetchError(err error, revision string) error {
+	var limit *git.LimitError
+	var limits *artifact.LimitError
+	if errors.As(err, &limit) || errors.As(err, &limits) {
+		return stallingAt(revision, v1alpha1.ArtifactFailedReason,
+			"%v: nothing of it was applied; make the repository (or the revision) smaller, or raise the controller flag %s (checked again at the next revision, or every spec.interval)",
+			err, limitFlag(err))
+	}
+	return sourceError(err, v1alpha1.GitOperationFailedReason)
 }
 
 // gitFetchRevision fetches a revision recorded in status again (for destroy

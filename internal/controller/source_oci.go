@@ -106,7 +106,7 @@ func ociFetchError(err error, revision string) error {
 	case errors.As(err, &verr):
 		return transient(v1alpha1.VerificationFailedReason, fmt.Errorf("%w; nothing of it was applied", err))
 	case errors.As(err, &limit), errors.As(err, &limits):
-		return stallingAt(revision, v1alpha1.ArtifactFailedReason, "%v (controller flag --artifact-max-size; checked again every spec.interval)", err)
+		return stallingAt(revision, v1alpha1.ArtifactFailedReason, "%v (controller flag %s; checked again every spec.interval)", err, limitFlag(err))
 	case errors.As(err, &unsafe):
 		return stallingAt(revision, v1alpha1.ArtifactFailedReason, "%v: push an artifact without it (checked again every spec.interval)", err)
 	case errors.As(err, &digest):

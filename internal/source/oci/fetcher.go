@@ -55,9 +55,12 @@ type FetchOptions struct {
 }
 
 // Fetcher pulls artifacts into the artifact store, once per (repository,
-// digest, layer type): a digest names immutable content, so an artifact
-// fetched before is served from the store. A Fetcher is safe for concurrent
-// use; concurrent fetches of one artifact share one download.
+// digest, layer type, credentials): a digest names immutable content, so an
+// artifact fetched before is served from the store, but only to a fetch with
+// the same credentials. Knowing a digest is no proof of being allowed to read
+// it: a fetch with other credentials, or none, asks the registry. A Fetcher
+// is safe for concurrent use; concurrent fetches of one artifact with the
+// same credentials share one download.
 type Fetcher struct {
 	// MaxSize bounds the chosen layer, checked against the manifest before
 	// download and while reading.
@@ -74,9 +77,20 @@ func NewFetcher() *Fetcher { return &Fetcher{MaxSize: DefaultMaxSize, Timeout: D
 // Pulls returns how many artifacts the Fetcher downloaded.
 func (f *Fetcher) Pulls() int64 { return f.pulls.Load() }
 
-// IndexKey is the store index key of an artifact's tree.
-func IndexKey(repository, digest, layerMediaType string) string {
-	return "oci\x00" + repository + "@" + digest + "\x00" + layerMediaType
+// IndexKey is the store index key of an artifact's tree as fetched through
+// client. The credentials' fingerprint is part of it (as Git's fetcher keys
+// by its Secret), so a tree one tenant's Secret pulled is never served to a
+// Stack that only knows its digest; the content itself is stored once.
+func IndexKey(repository, digest, layerMediaType string, client *ocilib.Client) string {
+	return "oci\x00" + repository + "@" + digest + "\x00" + layerMediaType + "\x00" + credentialID(client)
+}
+
+// credentialID fingerprints the credentials a client sends ("" for none).
+func credentialID(client *ocilib.Client) string {
+	if client == nil || client.Credentials == nil {
+		return ""
+	}
+	return client.Credentials.ID()
 }
 
 func verifiedKey(repository, digest, verifierID string) string {
@@ -94,7 +108,7 @@ func (f *Fetcher) Fetch(ctx context.Context, repository string, rev Revision, cl
 			return artifact.Artifact{}, err
 		}
 	}
-	key := IndexKey(repository, rev.Digest, opts.LayerMediaType)
+	key := IndexKey(repository, rev.Digest, opts.LayerMediaType, client)
 	return source.FetchOnce(ctx, &f.flight, store, key, f.Timeout, func(ctx context.Context) (artifact.Artifact, error) {
 		return f.pull(ctx, repository, rev, client, opts, store, key)
 	})

@@ -26,7 +26,9 @@ const (
 // answer: any number of Stacks that follow the same tag or semver range of a
 // repository with the same credentials cost one lookup per interval between
 // them. A tag costs one HEAD; a semver range a tag listing and a HEAD of the
-// highest match; a digest pin nothing (the fetch reads its manifest).
+// highest match; a digest pin nothing here: the fetch, whose cache is
+// keyed by credentials too, reads its manifest, so knowing a digest never
+// stands in for being allowed to read it.
 //
 // Credentials (their fingerprint) and the plain-HTTP setting are part of the
 // key, so an answer obtained with one Secret never serves a Stack that uses
