@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -91,7 +90,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	opts := &zap.Options{}
 	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
-	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what `stackpilot logs` reads); 0 disables it.")
+	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what `stackpilot logs` reads) and the full plans that wait for approval (/plans/..., what `stackpilot plan` reads), each to callers who may get the Stack; 0 disables it.")
 	flag.StringVar(&f.logsCertDir, "logs-cert-dir", "", "Directory holding tls.crt and tls.key for the logs endpoint (default: a self-signed certificate made at start).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -131,14 +130,12 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	// The full plans that wait for approval are served beside the metrics
-	// (the Service stackpilot-controller, port metrics); the handler gets its
-	// store and client once the reconciler exists, before the manager starts.
-	plans := &controller.PlanHandler{}
+	// The metrics port is plain HTTP and reachable by any Pod: it serves
+	// metrics only. The full plans are served beside the engine logs, over
+	// HTTPS, to whoever may get the Stack (setupLogs).
 	mgrOpts := ctrl.Options{
-		Scheme: scheme,
-		Metrics: metricsserver.Options{BindAddress: f.metricsAddr,
-			ExtraHandlers: map[string]http.Handler{controller.PlansPath: plans}},
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "stackpilot-controller-leader",
@@ -189,7 +186,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	plans.Store, plans.Reader = r.Plans, mgr.GetClient()
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
 		return err
@@ -201,7 +197,7 @@ func run() error {
 	if err := setupReceivers(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
 		return err
 	}
-	if err := setupLogs(mgr, f.logsAddr, f.logsCertDir, r.Logs); err != nil {
+	if err := setupLogs(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

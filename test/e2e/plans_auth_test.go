@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,8 +49,6 @@ func TestPlansRequireStackAccess(t *testing.T) {
 
 	reader := serviceAccountKubeconfig(t, f.ns, "plan-reader", true)
 	outsider := serviceAccountKubeconfig(t, f.ns, "plan-outsider", false)
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the controller's self-signed certificate
 	get := func(url, token string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -57,7 +56,7 @@ func TestPlansRequireStackAccess(t *testing.T) {
 		if token != "" {
 			req.Header.Set("X-Stackpilot-Token", token)
 		}
-		resp, err := hc.Do(req)
+		resp, err := insecureTLSClient.Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
@@ -96,6 +95,25 @@ func TestPlansRequireStackAccess(t *testing.T) {
 	g.Expect(errOut).To(BeEmpty(), "the full plan was read, no fallback")
 	g.Expect(out).To(ContainSubstring("Plan:      " + pending.ID + " made "))
 	g.Expect(out).To(MatchRegexp(`(?m)^ \+   └─ kubernetes:core/v1:ConfigMap +settings +create$`))
+}
+
+// insecureTLSClient reaches the controller's logs listener, whose
+// certificate is self-signed.
+var insecureTLSClient = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the controller's self-signed certificate
+
+var readerTokens sync.Map // namespace -> token
+
+// stackReaderToken is a token of the ServiceAccount stack-reader of ns,
+// made once, which may get and list the Stacks of ns.
+func stackReaderToken(t *testing.T, ns string) string {
+	t.Helper()
+	if tok, ok := readerTokens.Load(ns); ok {
+		return tok.(string)
+	}
+	tok := kubeconfigToken(t, serviceAccountKubeconfig(t, ns, "stack-reader", true))
+	readerTokens.Store(ns, tok)
+	return tok
 }
 
 // kubeconfigToken is the bearer token of a kubeconfig's current user.
