@@ -29,6 +29,7 @@ import (
 	"github.com/stackpilot/stackpilot/internal/controller"
 	"github.com/stackpilot/stackpilot/internal/executor"
 	"github.com/stackpilot/stackpilot/internal/jitter"
+	"github.com/stackpilot/stackpilot/internal/notify"
 	"github.com/stackpilot/stackpilot/internal/reaper"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
@@ -63,6 +64,8 @@ type flags struct {
 	gracefulShutdownTimeout time.Duration
 	artifactMaxSize         string
 	allowCrossNamespaceRefs bool
+	// notifications
+	notificationDenyInternal bool
 	// tenancy and the inputs digest key
 	defaultServiceAccount string
 	digestKeySecret       string
@@ -82,6 +85,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.IntVar(&f.intervalJitterPercent, "interval-jitter-percentage", jitter.DefaultPercentage, "Delay each Stack's requeue at spec.interval by up to this percent of it, so that Stacks created together do not wake together (0 disables it; at most 99). Never earlier than the interval, so Stacks on one repository share one ls-remote per interval. Retries are not jittered.")
 	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest artifact accepted: an OCI artifact's chosen layer (checked against the manifest before download, and while reading), a Flux source's tarball, and the files extracted from either are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
 	flag.BoolVar(&f.allowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "Let a Stack name a Flux source (spec.source.sourceRef) or a Stack (spec.dependsOn, configFrom stackOutputs) in another namespace (refused by default, as in Flux).")
+	flag.BoolVar(&f.notificationDenyInternal, strings.TrimPrefix(notify.DenyInternalFlag, "--"), false, "Refuse to send Alert notifications to loopback, link-local (169.254.0.0/16, where cloud metadata services answer; fe80::/10) and unspecified addresses, checked on the address dialled (after DNS). Redirects are never followed, with or without it.")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
@@ -191,7 +195,7 @@ func run() error {
 		return err
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
-	if err := controller.NewAlertReconciler(mgr).SetupWithManager(mgr); err != nil {
+	if err := controller.NewAlertReconciler(mgr, f.notificationDenyInternal).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := setupReceivers(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
