@@ -17,3 +17,11 @@ const (
 	// tell the output "42" from the output 42.
 	JSONOutputsAnnotation = "stackpilot.dev/json-outputs"
 )
+
+// AdoptOutputsLabel, set on an existing Secret or ConfigMap to the name of a
+// Stack in its namespace, lets that Stack take the object over as its outputs
+// Secret or ConfigMap: its data is replaced and it is deleted with the Stack.
+// Without it a Stack writes only objects it created (that it controls): the
+// name in spec.outputs could otherwise be any Secret of the namespace, the
+// passphrase Secret included.
+const AdoptOutputsLabel = "stackpilot.dev/adopt-outputs"

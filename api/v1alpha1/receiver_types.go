@@ -38,6 +38,7 @@ const (
 
 // ReceiverSpec says who may call the Receiver and which Stacks its events
 // reconcile.
+// +kubebuilder:validation:XValidation:rule="!has(self.acceptUnsigned) || !self.acceptUnsigned || self.type == 'oci'",message="acceptUnsigned applies to type oci only: the other types either sign every request or (generic) have no signature to skip"
 type ReceiverSpec struct {
 	// Type of the sender: github, gitlab, bitbucket, gitea, generic-hmac,
 	// generic or oci. It decides the signature header and the event format.
@@ -66,6 +67,15 @@ type ReceiverSpec struct {
 	// Suspend ignores every event (answered 200) while true.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// AcceptUnsigned lets an oci Receiver act on a request without an
+	// X-Signature header, for registries that cannot sign their
+	// notifications: the URL path is then the only credential. Off by
+	// default: an unsigned request is refused (401), as one with a wrong
+	// signature is; a request that carries a signature is checked either
+	// way. Only type oci may set it.
+	// +optional
+	AcceptUnsigned bool `json:"acceptUnsigned,omitempty"`
 }
 
 // ReceiverStatus is what the controller observed of a Receiver.

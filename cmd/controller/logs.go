@@ -23,13 +23,14 @@ import (
 	"github.com/stackpilot/stackpilot/internal/logstore"
 )
 
-// setupLogs serves the engine logs over HTTPS on addr ("0" disables it),
+// setupLogs serves the engine logs and the full plans over HTTPS on addr
+// ("0" disables it), each only to a caller who may get the Stack,
 // with the certificate in certDir (tls.crt, tls.key) or, when certDir is
 // empty, a self-signed one made now: the API server's service proxy, the
 // way users reach it, does not verify a Service's certificate, and the
 // bearer tokens it carries must still not cross the network in the clear.
 // The port is bound here, so a taken one fails the start, not later.
-func setupLogs(mgr ctrl.Manager, addr, certDir string, store *logstore.Store) error {
+func setupLogs(mgr ctrl.Manager, addr, certDir string, store *logstore.Store, plans *controller.PlanStore) error {
 	if addr == "0" || addr == "" {
 		return nil
 	}
@@ -43,6 +44,7 @@ func setupLogs(mgr ctrl.Manager, addr, certDir string, store *logstore.Store) er
 	}
 	mux := http.NewServeMux()
 	mux.Handle(controller.LogsPath, &controller.LogsHandler{Store: store, Reader: mgr.GetAPIReader(), Client: mgr.GetClient()})
+	mux.Handle(controller.PlansPath, &controller.PlanHandler{Store: plans, Reader: mgr.GetClient(), Client: mgr.GetClient()})
 	srv := &http.Server{
 		Handler:   mux,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},

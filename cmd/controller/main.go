@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +30,7 @@ import (
 	"github.com/stackpilot/stackpilot/internal/controller"
 	"github.com/stackpilot/stackpilot/internal/executor"
 	"github.com/stackpilot/stackpilot/internal/jitter"
+	"github.com/stackpilot/stackpilot/internal/notify"
 	"github.com/stackpilot/stackpilot/internal/reaper"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
@@ -66,6 +66,8 @@ type flags struct {
 	artifactMaxSize         string
 	artifactMaxFiles        int
 	allowCrossNamespaceRefs bool
+	// notifications
+	notificationDenyInternal bool
 	// tenancy and the inputs digest key
 	defaultServiceAccount string
 	digestKeySecret       string
@@ -86,6 +88,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.artifactMaxSize, "artifact-max-size", "100Mi", "Largest artifact accepted: an OCI artifact's chosen layer (checked against the manifest before download, and while reading), a Flux source's tarball, the objects a Git clone fetches (stopped as they stream in), and the files extracted or checked out from any of them are each at most this size (a Kubernetes quantity: 100Mi, 1Gi, or bytes).")
 	flag.IntVar(&f.artifactMaxFiles, "artifact-max-files", artifact.DefaultMaxFiles, "Most files (and links) a Git checkout, or any program tree the artifact cache stores or copies, may hold.")
 	flag.BoolVar(&f.allowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "Let a Stack name a Flux source (spec.source.sourceRef) or a Stack (spec.dependsOn, configFrom stackOutputs) in another namespace (refused by default, as in Flux).")
+	flag.BoolVar(&f.notificationDenyInternal, strings.TrimPrefix(notify.DenyInternalFlag, "--"), false, "Refuse to send Alert notifications to loopback, link-local (169.254.0.0/16, where cloud metadata services answer; fe80::/10) and unspecified addresses, checked on the address dialled (after DNS). Redirects are never followed, with or without it.")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace, or these comma-separated namespaces (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
@@ -94,7 +97,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	opts := &zap.Options{}
 	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
-	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what `stackpilot logs` reads); 0 disables it.")
+	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what `stackpilot logs` reads) and the full plans that wait for approval (/plans/..., what `stackpilot plan` reads), each to callers who may get the Stack; 0 disables it.")
 	flag.StringVar(&f.logsCertDir, "logs-cert-dir", "", "Directory holding tls.crt and tls.key for the logs endpoint (default: a self-signed certificate made at start).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -137,14 +140,12 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	// The full plans that wait for approval are served beside the metrics
-	// (the Service stackpilot-controller, port metrics); the handler gets its
-	// store and client once the reconciler exists, before the manager starts.
-	plans := &controller.PlanHandler{}
+	// The metrics port is plain HTTP and reachable by any Pod: it serves
+	// metrics only. The full plans are served beside the engine logs, over
+	// HTTPS, to whoever may get the Stack (setupLogs).
 	mgrOpts := ctrl.Options{
-		Scheme: scheme,
-		Metrics: metricsserver.Options{BindAddress: f.metricsAddr,
-			ExtraHandlers: map[string]http.Handler{controller.PlansPath: plans}},
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "stackpilot-controller-leader",
@@ -199,19 +200,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	plans.Store, plans.Reader = r.Plans, mgr.GetClient()
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
 		return err
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
-	if err := controller.NewAlertReconciler(mgr).SetupWithManager(mgr); err != nil {
+	if err := controller.NewAlertReconciler(mgr, f.notificationDenyInternal).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := setupReceivers(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
 		return err
 	}
-	if err := setupLogs(mgr, f.logsAddr, f.logsCertDir, r.Logs); err != nil {
+	if err := setupLogs(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

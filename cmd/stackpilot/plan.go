@@ -37,11 +37,13 @@ resource it would change with the paths of the changed properties (never
 their values), the way ` + "`pulumi preview`" + ` prints an update.
 
 The full plan comes from the controller (GET /plans/<namespace>/<name>/<id> on
-its metrics address), through the API server's service proxy to the Service
-stackpilot-controller in stackpilot-system, port "metrics" (RBAC: get on
-services/proxy there), or straight from --controller-url. When the controller
-cannot be reached, it prints status.pendingPlan instead, which lists the first
-50 resources, and says so on stderr.
+its HTTPS logs address, as ` + "`stackpilot logs`" + ` reads), through the API server's
+service proxy to the Service stackpilot-controller in stackpilot-system, port
+"logs" (RBAC: get on services/proxy there), or straight from --controller-url.
+The CLI presents the kubeconfig user's bearer token (or --token), which the
+controller checks: reading a Stack's plans needs get on that Stack. When the
+controller cannot be reached or refuses, it prints status.pendingPlan
+instead, which lists the first 50 resources, and says why on stderr.
 
 Exit codes:
   0  the pending plan was printed
@@ -50,7 +52,7 @@ Exit codes:
   3  the Stack has no pending plan (the message says why)`,
 		Example: `  stackpilot plan web -n infra
   stackpilot plan web -o json | jq '.resources[].urn'
-  stackpilot plan web --controller-url http://localhost:8080`,
+  stackpilot plan web --controller-url https://localhost:9443 --insecure-skip-tls-verify`,
 		Args:              exactArgs(1, "one Stack name"),
 		ValidArgsFunction: c.completeStacks,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -12,17 +12,16 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
 
 	"github.com/stackpilot/stackpilot/internal/plan"
 )
 
-// The controller serves full plans on its metrics address; the Service in
-// config/manager exposes it under this port name.
+// The controller serves full plans beside the engine logs, on its HTTPS logs
+// listener, to callers who may get the Stack; the Service in config/manager
+// exposes it under the port name "logs" (logsPortName).
 const (
 	defaultControllerNamespace = "stackpilot-system"
 	defaultControllerService   = "stackpilot-controller"
-	controllerPortName         = "metrics"
 	// maxPlanBytes bounds a Document read: a plan of 100,000 resources is
 	// some tens of MiB; a larger answer is not a plan.
 	maxPlanBytes = 64 << 20
@@ -32,17 +31,24 @@ const (
 )
 
 // controllerOptions say where the controller's /plans endpoint is: through
-// the API server's service proxy by default, or straight at --controller-url.
+// the API server's service proxy by default, or straight at --controller-url;
+// and which bearer token to present to it.
 type controllerOptions struct {
 	url       string
 	namespace string
 	service   string
+	token     string
+	caFile    string
+	insecure  bool
 }
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.url, "controller-url", "", "Read the plan from the controller at this URL (http://host:port of its metrics address) instead of through the API server's service proxy.")
+	fs.StringVar(&o.url, "controller-url", "", "Read the plan from the controller at this URL (https://host:port of its logs address) instead of through the API server's service proxy.")
 	fs.StringVar(&o.namespace, "controller-namespace", defaultControllerNamespace, "Namespace of the controller's Service (for the service proxy).")
-	fs.StringVar(&o.service, "controller-service", defaultControllerService, "Name of the controller's Service, port \"metrics\" (for the service proxy).")
+	fs.StringVar(&o.service, "controller-service", defaultControllerService, "Name of the controller's Service, port \"logs\" (for the service proxy).")
+	fs.StringVar(&o.token, "token", "", "Bearer token to present to the controller (default: the kubeconfig user's).")
+	fs.StringVar(&o.caFile, "controller-ca-file", "", "With --controller-url: the CA certificate (PEM) the controller's certificate is checked against.")
+	fs.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "With --controller-url: do not check the controller's certificate (it is self-signed unless the controller has --logs-cert-dir).")
 }
 
 // planFetcher reads plan Documents from the controller.
@@ -53,38 +59,40 @@ type planFetcher struct {
 	via string
 	// proxied: the answers may be the API server's, not the controller's.
 	proxied bool
+	// token is presented to the controller (TokenHeader); tokenErr says why
+	// there is none, for the controller's 401.
+	token    string
+	tokenErr error
 }
 
+// planFetcher finds the way to the controller as `stackpilot logs` does
+// (the same listener), and the token the controller checks: --token, else
+// the kubeconfig user's. Without one the request goes anyway: a server
+// given with --controller-url may not ask, and the controller's 401 is
+// explained with why there was none.
 func (c *cli) planFetcher(o controllerOptions) (*planFetcher, error) {
 	if o.url != "" {
 		u, err := url.Parse(o.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, usageErrorf("--controller-url %q: want http://host:port or https://host:port", o.url)
+			return nil, usageErrorf("--controller-url %q: want https://host:port", o.url)
 		}
-		return &planFetcher{base: u, client: &http.Client{Timeout: planFetchTimeout}, via: "the controller at " + u.Redacted()}, nil
 	}
-	if o.namespace == "" || o.service == "" {
+	if o.url == "" && (o.namespace == "" || o.service == "") {
 		return nil, usageErrorf("--controller-namespace and --controller-service must not be empty")
 	}
 	cfg, err := c.kube.RESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	host, _, err := rest.DefaultServerUrlFor(cfg)
+	ep, err := logsEndpointFor(cfg, &logsOptions{url: o.url, namespace: o.namespace, service: o.service, caFile: o.caFile, insecure: o.insecure})
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, err
 	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+	f := &planFetcher{base: ep.base, client: ep.client, via: ep.via, proxied: ep.proxied, token: o.token}
+	if f.token == "" {
+		f.token, f.tokenErr = bearerToken(cfg)
 	}
-	hc.Timeout = planFetchTimeout
-	return &planFetcher{
-		base:    host.JoinPath("api/v1/namespaces", o.namespace, "services", o.service+":"+controllerPortName, "proxy"),
-		client:  hc,
-		via:     fmt.Sprintf("service %s/%s (port %s) through the API server", o.namespace, o.service, controllerPortName),
-		proxied: true,
-	}, nil
+	return f, nil
 }
 
 // planNotFoundError is the controller's own 404: it runs, but holds no such
@@ -102,6 +110,9 @@ func (f *planFetcher) fetch(ctx context.Context, ns, name, id string) (*plan.Doc
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
+	if f.token != "" {
+		req.Header.Set(logsTokenHeader, f.token)
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("reaching %s: %w", f.via, unwrapURLError(err))
@@ -115,7 +126,7 @@ func (f *planFetcher) fetch(ctx context.Context, ns, name, id string) (*plan.Doc
 		return nil, fmt.Errorf("%s answered more than %d MiB: not a plan", f.via, maxPlanBytes>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, f.statusError(resp.StatusCode, body)
+		return nil, f.statusError(resp.StatusCode, body, ns, name)
 	}
 	var d plan.Document
 	if err := json.Unmarshal(body, &d); err != nil {
@@ -130,17 +141,30 @@ func (f *planFetcher) fetch(ctx context.Context, ns, name, id string) (*plan.Doc
 	return &d, nil
 }
 
-// statusError explains a refused read: the controller's 404 (its JSON
-// {"error": ...}), or the API server's own answers on the way to it.
-func (f *planFetcher) statusError(code int, body []byte) error {
+// statusError explains a refused read: the controller's own answers (JSON
+// {"error": ...}: no such plan, a token it did not accept, no get on the
+// Stack), or the API server's on the way to it.
+func (f *planFetcher) statusError(code int, body []byte, ns, name string) error {
 	var ctrl struct {
 		Error string `json:"error"`
 	}
-	if code == http.StatusNotFound && json.Unmarshal(body, &ctrl) == nil && ctrl.Error != "" {
-		return &planNotFoundError{msg: fmt.Sprintf("%s has no such plan: %s", f.via, ctrl.Error)}
+	if json.Unmarshal(body, &ctrl) == nil && ctrl.Error != "" {
+		switch code {
+		case http.StatusNotFound:
+			return &planNotFoundError{msg: fmt.Sprintf("%s has no such plan: %s", f.via, ctrl.Error)}
+		case http.StatusForbidden:
+			return fmt.Errorf("not allowed to read the plans of Stack %s/%s: %s; ask for get on stacks.stackpilot.dev in namespace %s", ns, name, ctrl.Error, ns)
+		case http.StatusUnauthorized:
+			why := "pass a valid one with --token (e.g. from `kubectl create token`)"
+			if f.tokenErr != nil {
+				why = f.tokenErr.Error()
+			}
+			return fmt.Errorf("the controller did not accept your token: %s; %s", ctrl.Error, why)
+		}
+		return fmt.Errorf("%s answered %d %s: %s", f.via, code, http.StatusText(code), ctrl.Error)
 	}
 	if f.proxied {
-		if err := proxyStatusError(f.via, "is the controller running?", code, body); err != nil {
+		if err := proxyStatusError(f.via, "is the controller running, with --logs-bind-address?", code, body); err != nil {
 			return err
 		}
 	}

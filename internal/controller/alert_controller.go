@@ -36,10 +36,11 @@ type AlertReconciler struct {
 }
 
 // NewAlertReconciler makes the reconciler and its notifier: Alerts from the
-// manager's cache, Secrets read uncached.
-func NewAlertReconciler(mgr ctrl.Manager) *AlertReconciler {
+// manager's cache, Secrets read uncached. denyInternal is the controller's
+// --notification-deny-internal-addresses.
+func NewAlertReconciler(mgr ctrl.Manager, denyInternal bool) *AlertReconciler {
 	//lint:ignore SA1019 core/v1 Events, as the Stack reconciler's: kubectl describe shows them beside the object.
-	n := notify.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorderFor("stackpilot-alerts"))
+	n := notify.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorderFor("stackpilot-alerts"), denyInternal)
 	return &AlertReconciler{Client: mgr.GetClient(), Notifier: n}
 }
 

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
-	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,7 +62,7 @@ func (h *LogsHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx := req.Context()
 	key := client.ObjectKey{Namespace: parts[0], Name: parts[1]}
-	if code, msg := h.authorize(ctx, req, key); code != 0 {
+	if code, msg := authorizeStackRead(ctx, h.Client, req, key, "reading its logs"); code != 0 {
 		writePlanError(w, code, msg)
 		return
 	}
@@ -156,50 +154,4 @@ func (h *LogsHandler) lastLogged(stack *v1alpha1.Stack) string {
 		return stored[0]
 	}
 	return ""
-}
-
-// authorize answers 0 when the caller may read the Stack's logs, else the
-// HTTP status and why.
-func (h *LogsHandler) authorize(ctx context.Context, req *http.Request, key client.ObjectKey) (int, string) {
-	token := strings.TrimSpace(req.Header.Get(TokenHeader))
-	if token == "" {
-		token, _ = strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-		token = strings.TrimSpace(token)
-	}
-	if token == "" {
-		return http.StatusUnauthorized, "no bearer token: send it in the " + TokenHeader + " header"
-	}
-	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
-	if err := h.Client.Create(ctx, tr); err != nil {
-		return http.StatusInternalServerError, fmt.Sprintf("the controller could not review the token (TokenReview): %v", err)
-	}
-	if !tr.Status.Authenticated {
-		msg := "the token was not accepted by the API server"
-		if tr.Status.Error != "" {
-			msg += ": " + tr.Status.Error
-		}
-		return http.StatusUnauthorized, msg
-	}
-	user := tr.Status.User
-	extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
-	for k, v := range user.Extra {
-		extra[k] = authzv1.ExtraValue(v)
-	}
-	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{
-			Namespace: key.Namespace, Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: "stacks", Name: key.Name,
-		},
-	}}
-	if err := h.Client.Create(ctx, sar); err != nil {
-		return http.StatusInternalServerError, fmt.Sprintf("the controller could not check access (SubjectAccessReview): %v", err)
-	}
-	if !sar.Status.Allowed || sar.Status.Denied {
-		msg := fmt.Sprintf("%s may not get stacks.%s %q in namespace %q, which reading its logs needs", user.Username, v1alpha1.GroupVersion.Group, key.Name, key.Namespace)
-		if sar.Status.Reason != "" {
-			msg += " (" + sar.Status.Reason + ")"
-		}
-		return http.StatusForbidden, msg
-	}
-	return 0, ""
 }

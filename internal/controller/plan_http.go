@@ -13,7 +13,7 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
-// PlansPath is where PlanHandler is served on the metrics server.
+// PlansPath is where PlanHandler is served, on the logs listener (HTTPS).
 const PlansPath = "/plans/"
 
 // PlanHandler serves the full plans the PlanStore keeps, as JSON
@@ -22,12 +22,15 @@ const PlansPath = "/plans/"
 //	GET /plans/<namespace>/<name>       the Stack's pending plan
 //	GET /plans/<namespace>/<name>/<id>  plan <id> of the Stack, while it is kept
 //
-// Anything else is a 404 (405 for a method other than GET) with
-// {"error": "..."}. Store and Reader may be set after the handler is given
-// to the metrics server, before the manager starts.
+// Only to a caller who may get that Stack (authorizeStackRead, as the logs):
+// a plan names every resource and changed property of a stack. Without a
+// bearer token it is 401, without get on the Stack 403; anything else is a
+// 404 (405 for a method other than GET), each with {"error": "..."}.
 type PlanHandler struct {
-	Store  *PlanStore
+	Store *PlanStore
+	// Reader reads Stacks; Client creates TokenReviews and SubjectAccessReviews.
 	Reader client.Reader
+	Client client.Client
 }
 
 func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -40,11 +43,15 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writePlanError(w, http.StatusNotFound, "use /plans/<namespace>/<name> or /plans/<namespace>/<name>/<plan id>")
 		return
 	}
-	if h.Store == nil || h.Reader == nil {
+	if h.Store == nil || h.Reader == nil || h.Client == nil {
 		writePlanError(w, http.StatusServiceUnavailable, "the controller is starting")
 		return
 	}
 	key := client.ObjectKey{Namespace: parts[0], Name: parts[1]}
+	if code, msg := authorizeStackRead(req.Context(), h.Client, req, key, "reading its plans"); code != 0 {
+		writePlanError(w, code, msg)
+		return
+	}
 	stack := &v1alpha1.Stack{}
 	if err := h.Reader.Get(req.Context(), key, stack); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -105,7 +105,8 @@ func (r *ReceiverReconciler) serve(ctx context.Context, rcv *v1alpha1.Receiver) 
 	}
 	path := receiver.WebhookPath(token, rcv.Name, rcv.Namespace)
 	r.Index.Set(path, &receiver.Target{Key: key, Type: rcv.Spec.Type, Events: rcv.Spec.Events,
-		Selector: selector, Suspend: rcv.Spec.Suspend, Token: token})
+		Selector: selector, Suspend: rcv.Spec.Suspend, Token: token,
+		AcceptUnsigned: rcv.Spec.AcceptUnsigned && rcv.Spec.Type == v1alpha1.OCIReceiver})
 	rcv.Status.WebhookPath = path
 	if rcv.Spec.Suspend {
 		r.setReady(rcv, metav1.ConditionTrue, v1alpha1.ReceiverSuspendedReason, "Serving "+path+"; events are ignored while spec.suspend is true")

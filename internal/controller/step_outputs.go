@@ -55,20 +55,29 @@ func (r *StackReconciler) writeOutputs(ctx context.Context, stack *v1alpha1.Stac
 			return err
 		}
 	}
+	// Both objects are read and checked before either is written: a refusal
+	// of one leaves the other as it was, too.
+	var writes []outputsWrite
 	if target.SecretName != "" {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: target.SecretName, Namespace: stack.Namespace}}
-		if err := r.writeOwned(ctx, stack, "Secret", sec, func() {
+		writes = append(writes, outputsWrite{kind: "Secret", obj: sec, set: func() {
 			sec.Data = bytesMap(all)
 			sec.StringData = nil
 			setOutputAnnotations(sec, outputs)
-		}); err != nil {
-			return publishError("Secret", target.SecretName, err)
-		}
+		}})
 	}
 	if target.ConfigMapName != "" {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: target.ConfigMapName, Namespace: stack.Namespace}}
-		if err := r.writeOwned(ctx, stack, "ConfigMap", cm, func() { cm.Data = public; cm.BinaryData = nil }); err != nil {
-			return publishError("ConfigMap", target.ConfigMapName, err)
+		writes = append(writes, outputsWrite{kind: "ConfigMap", obj: cm, set: func() { cm.Data = public; cm.BinaryData = nil }})
+	}
+	for i := range writes {
+		if err := r.loadOutputsTarget(ctx, stack, &writes[i]); err != nil {
+			return publishError(writes[i].kind, writes[i].obj.GetName(), err)
+		}
+	}
+	for _, w := range writes {
+		if err := r.writeOwned(ctx, stack, w); err != nil {
+			return publishError(w.kind, w.obj.GetName(), err)
 		}
 	}
 	return nil
@@ -120,36 +129,53 @@ func forgetOutputsPublished(stack *v1alpha1.Stack) {
 	stack.Status.LastOutputsPublishAttempt = nil
 }
 
-// writeOwned creates or replaces obj, refusing to take over an object that some
-// other owner controls. It reads through the API reader, not the cache: a
-// typed Get of a Secret on the cached client would start a cluster-wide Secret
-// informer and keep every Secret's data in memory. Writes never go to the cache.
-func (r *StackReconciler) writeOwned(ctx context.Context, stack *v1alpha1.Stack, kind string, obj client.Object, set func()) error {
-	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+// outputsWrite is one outputs object to write: set fills in its data.
+type outputsWrite struct {
+	kind   string
+	obj    client.Object
+	set    func()
+	exists bool
+}
+
+// loadOutputsTarget reads the object w names and refuses it unless this
+// Stack may write it (mayWriteOutputs). It reads through the API reader, not
+// the cache: a typed Get of a Secret on the cached client would start a
+// cluster-wide Secret informer and keep every Secret's data in memory.
+func (r *StackReconciler) loadOutputsTarget(ctx context.Context, stack *v1alpha1.Stack, w *outputsWrite) error {
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(w.obj), w.obj)
 	switch {
 	case apierrors.IsNotFound(err):
-		set()
-		if err := controllerutil.SetControllerReference(stack, obj, r.Scheme()); err != nil {
-			return err
-		}
-		return r.Create(ctx, obj)
+		w.exists = false
+		return nil
 	case err != nil:
 		return err
 	}
-	if owner := metav1.GetControllerOf(obj); owner != nil && owner.UID != stack.UID {
-		return transient(v1alpha1.OutputsConflictReason, fmt.Errorf(
-			"the outputs %s %s is controlled by %s %s, not by this Stack: name another object in spec.outputs, or delete that one",
-			kind, obj.GetName(), owner.Kind, owner.Name))
+	w.exists = true
+	return mayWriteOutputs(stack, w.kind, w.obj)
+}
+
+// writeOwned creates the object of w, controlled by the Stack, or replaces
+// the data of the one loadOutputsTarget found and allowed. A create that
+// finds the object made meanwhile fails (AlreadyExists) rather than take it
+// over; an update carries the resourceVersion that was checked, so an object
+// changed since is not overwritten either. Writes never go to the cache.
+func (r *StackReconciler) writeOwned(ctx context.Context, stack *v1alpha1.Stack, w outputsWrite) error {
+	if !w.exists {
+		w.set()
+		if err := controllerutil.SetControllerReference(stack, w.obj, r.Scheme()); err != nil {
+			return err
+		}
+		return r.Create(ctx, w.obj)
 	}
-	before := obj.DeepCopyObject()
-	set()
-	if err := controllerutil.SetControllerReference(stack, obj, r.Scheme()); err != nil {
+	before := w.obj.DeepCopyObject()
+	w.set()
+	if err := controllerutil.SetControllerReference(stack, w.obj, r.Scheme()); err != nil {
 		return err
 	}
-	if equality.Semantic.DeepEqual(before, obj) {
+	if equality.Semantic.DeepEqual(before, w.obj) {
 		return nil
 	}
-	return r.Update(ctx, obj)
+	return r.Update(ctx, w.obj)
 }
 
 // outputData renders outputs as strings: strings as they are, anything else as

@@ -58,7 +58,10 @@ type Process struct {
 	// WebhookAddr is where the Receivers' webhooks are served
 	// (http://WebhookAddr/hook/...).
 	WebhookAddr string
-	LogPath     string
+	// LogsAddr is the HTTPS listener of the engine logs and the full plans
+	// (https://LogsAddr/logs/..., /plans/...; a self-signed certificate).
+	LogsAddr string
+	LogPath  string
 }
 
 // Start starts the controller and waits until it answers /readyz.
@@ -117,7 +120,7 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("start the controller: %w", err)
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{}), MetricsAddr: metrics, ProbeAddr: probes, WebhookAddr: webhooks, LogPath: c.LogPath}
+	p := &Process{cmd: cmd, done: make(chan struct{}), MetricsAddr: metrics, ProbeAddr: probes, WebhookAddr: webhooks, LogsAddr: logs, LogPath: c.LogPath}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()

@@ -101,15 +101,23 @@ func (n *Notifier) giveUp(alert *v1alpha1.Alert, provider, msg string, ev Event)
 	})
 }
 
-// permanentError: retrying cannot help (the endpoint refused the request).
-type permanentError struct{ status int }
+// permanentError: retrying cannot help (the endpoint refused the request,
+// or answered a redirect, which is not followed, or the address is refused).
+type permanentError struct {
+	status int
+	msg    string
+}
 
 func (e *permanentError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
 	return "the endpoint answered " + strconv.Itoa(e.status) + " " + http.StatusText(e.status)
 }
 
-// send makes one try. Its errors never quote the URL: a webhook's address is
-// a credential.
+// send makes one try. Its errors never quote the URL (a webhook's address
+// is a credential) nor a transport error's text (transportClass); the
+// detail is logged for the controller's operators.
 func (n *Notifier) send(ctx context.Context, r *Request) error {
 	ctx, cancel := context.WithTimeout(ctx, n.timeout())
 	defer cancel()
@@ -120,7 +128,7 @@ func (n *Notifier) send(ctx context.Context, r *Request) error {
 	req.Header = r.Header.Clone()
 	hc := n.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = NewHTTPClient(false)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -131,13 +139,21 @@ func (n *Notifier) send(ctx context.Context, r *Request) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("no answer within %s", n.timeout())
 		}
-		return fmt.Errorf("POST to %s failed: %v", req.URL.Host, err)
+		log.FromContext(ctx).V(1).Info("notification transport error", "host", req.URL.Host, "detail", err.Error())
+		if errors.Is(err, errInternalAddress) {
+			return &permanentError{msg: errInternalAddress.Error()}
+		}
+		return errors.New(transportClass(err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode < 300:
 		return nil
+	case resp.StatusCode < 400:
+		return &permanentError{status: resp.StatusCode, msg: fmt.Sprintf(
+			"the endpoint answered %d %s, a redirect, which is not followed: set the provider's address to the final URL",
+			resp.StatusCode, http.StatusText(resp.StatusCode))}
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
 		return fmt.Errorf("the endpoint answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	default:

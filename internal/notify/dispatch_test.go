@@ -58,7 +58,7 @@ func newRig(t *testing.T, handler func(w http.ResponseWriter, r *http.Request), 
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app-secrets"}, Data: map[string][]byte{"token": []byte(stackSecret)}},
 	).Build()
 	rg.rec = record.NewFakeRecorder(100)
-	rg.n = New(c, c, rg.rec)
+	rg.n = New(c, c, rg.rec, false)
 	rg.n.Backoff, rg.n.Timeout = 10*time.Millisecond, 200*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -67,10 +67,11 @@ type queue struct {
 	done chan struct{}
 }
 
-// New returns a Notifier with the defaults.
-func New(c, secrets client.Reader, rec record.EventRecorder) *Notifier {
+// New returns a Notifier with the defaults; denyInternal refuses loopback
+// and link-local endpoints (NewHTTPClient).
+func New(c, secrets client.Reader, rec record.EventRecorder, denyInternal bool) *Notifier {
 	return &Notifier{Client: c, Secrets: secrets, Recorder: rec,
-		HTTP:      &http.Client{},
+		HTTP:      NewHTTPClient(denyInternal),
 		QueueSize: DefaultQueueSize, Tries: DefaultTries, Backoff: DefaultBackoff, Timeout: DefaultTimeout,
 		Updates: make(chan event.GenericEvent, 1024)}
 }

@@ -19,6 +19,13 @@ import (
 type State struct {
 	// Applied identifies what was last applied: revision and inputs digest.
 	Applied string
+	// Program identifies what the last up applied: the program's digest
+	// and the inputs digest. A monorepo commit that changes nothing under a
+	// Stack's paths moves its lastAppliedRevision (the up is skipped) and
+	// leaves these: no operation applied anything, so no "applied". Empty
+	// for a Stack applied before program digests were recorded; Applied
+	// decides then.
+	Program string
 	// Failed is true from a failure until the Stack is Ready again. States
 	// in between (progressing, retrying, waiting) keep it as it was, so
 	// retries of one failure send one message.
@@ -82,6 +89,9 @@ func derive(prev State, stack *v1alpha1.Stack) State {
 	if st.LastAppliedRevision != "" {
 		cur.Applied = st.LastAppliedRevision + " " + st.InputsDigest
 	}
+	if st.LastAppliedProgramDigest != "" {
+		cur.Program = st.LastAppliedProgramDigest + " " + st.InputsDigest
+	}
 	if d := apimeta.FindStatusCondition(st.Conditions, v1alpha1.DriftedCondition); d != nil {
 		switch d.Status {
 		case metav1.ConditionTrue:
@@ -104,7 +114,7 @@ func changes(prev, cur State) []Change {
 
 	var out []Change
 	rolledBack := cur.Rollback != prev.Rollback && cur.Rollback != ""
-	applied := cur.Applied != prev.Applied && cur.Applied != ""
+	applied := appliedChanged(prev, cur)
 	switch {
 	case rolledBack && !prev.Failed && cur.Failed:
 		out = append(out, Change{Type: v1alpha1.EventRolledBack, Also: []v1alpha1.AlertEventType{v1alpha1.EventFailed}})
@@ -132,6 +142,18 @@ func changes(prev, cur State) []Change {
 		out = append(out, Change{Type: v1alpha1.EventPlanPending})
 	}
 	return out
+}
+
+// appliedChanged says whether an operation applied something new between
+// prev and cur. With the program digest on both sides it decides: a skipped
+// commit moves the revision, not the program. Without it on either side (a
+// Stack applied by an older controller, its digest recorded since), the
+// revision and inputs do, so that recording the digest is no change.
+func appliedChanged(prev, cur State) bool {
+	if prev.Program != "" && cur.Program != "" {
+		return cur.Program != prev.Program
+	}
+	return cur.Applied != prev.Applied && cur.Applied != ""
 }
 
 // Settled says whether the Stack's status can be judged: no operation under

@@ -15,6 +15,7 @@ type step struct {
 	ready     metav1.ConditionStatus
 	reason    string
 	applied   string
+	program   string // status.lastAppliedProgramDigest
 	drifted   metav1.ConditionStatus
 	plan      string
 	rollback  string
@@ -32,6 +33,7 @@ func stackAt(s step) *v1alpha1.Stack {
 		st.Status.Conditions = append(st.Status.Conditions, metav1.Condition{Type: v1alpha1.DriftedCondition, Status: s.drifted, Reason: "x"})
 	}
 	st.Status.LastAppliedRevision = s.applied
+	st.Status.LastAppliedProgramDigest = s.program
 	if s.plan != "" {
 		st.Status.PendingPlan = &v1alpha1.PendingPlan{ID: s.plan}
 		st.Status.Conditions = append(st.Status.Conditions, metav1.Condition{Type: v1alpha1.PlanPendingCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.AwaitingApprovalReason})
@@ -174,5 +176,19 @@ func TestTransitionsHalfWrittenStatus(t *testing.T) {
 func TestSeedMidOperation(t *testing.T) {
 	runSteps(t, step{ready: U, reason: meta.ProgressingReason, applied: "a", running: true}, []step{
 		{ready: T, reason: meta.SucceededReason, applied: "a"},
+	})
+}
+
+// A monorepo commit elsewhere moves lastAppliedRevision, not the program:
+// no "applied". A change to the program is one. A Stack whose digest gets
+// recorded (adopted after an upgrade) sends nothing for that.
+func TestTransitionsSkippedCommitIsNoApply(t *testing.T) {
+	runSteps(t, step{ready: T, applied: "r1"}, []step{
+		{ready: T, applied: "r1", program: "p1"},                                                  // digest adopted
+		{ready: T, applied: "r2", program: "p1"},                                                  // skipped r2
+		{ready: T, applied: "r3", program: "p1"},                                                  // skipped r3
+		{ready: T, applied: "r4", program: "p2", wantTypes: []v1alpha1.AlertEventType{"applied"}}, // an up
+		{ready: F, reason: "ProgramError", applied: "r4", program: "p2", wantTypes: []v1alpha1.AlertEventType{"failed"}},
+		{ready: T, applied: "r5", program: "p2", wantTypes: []v1alpha1.AlertEventType{"recovered"}}, // skipped while failing: recovered, not applied
 	})
 }

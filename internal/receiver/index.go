@@ -16,6 +16,9 @@ type Target struct {
 	Selector labels.Selector // nil: every Stack of the namespace
 	Suspend  bool
 	Token    []byte
+	// AcceptUnsigned is spec.acceptUnsigned (oci only): act on a request
+	// without a signature.
+	AcceptUnsigned bool
 }
 
 // Index maps webhook paths to the Receivers that serve them. It is safe for

@@ -1,36 +1,29 @@
 package receiver
 
 import (
-	"net/http"
+	"crypto/sha256"
+	"encoding/hex"
 	"sync"
 	"time"
 )
 
-// ReplayWindow is how long a delivery id is remembered.
+// ReplayWindow is how long a delivery is remembered.
 const ReplayWindow = 10 * time.Minute
 
 // maxRemembered bounds the replay cache; past it the oldest ids go first
 // (a flood of distinct signed deliveries cannot grow memory without end).
 const maxRemembered = 100_000
 
-// deliveryHeaders carry a sender's unique id of one delivery; a redelivery
-// from the sender's UI reuses it, which is what a replay looks like.
-var deliveryHeaders = []string{
-	"X-GitHub-Delivery", "X-Gitlab-Event-UUID", "X-Gitea-Delivery", "X-Gogs-Delivery",
-	"X-Request-UUID", "X-Hook-UUID", "X-Delivery-ID",
-}
-
-// DeliveryID returns the request's delivery id, or "" when it has none.
-func DeliveryID(h http.Header) string {
-	for _, name := range deliveryHeaders {
-		if v := h.Get(name); v != "" {
-			if len(v) > 200 {
-				v = v[:200]
-			}
-			return name + ":" + v
-		}
-	}
-	return ""
+// replayKey names one delivery to a Receiver by the SHA-256 of its body: the
+// part the signature covers. A sender's delivery header (X-GitHub-Delivery
+// and the like) is not signed, so a captured request sent again with a new
+// one would pass as new; the same body within ReplayWindow is a replay,
+// whatever its headers. A sender's own redelivery sends the same body, and
+// is one too. Senders put an id or a timestamp in each notification, so two
+// real events do not share a body.
+func replayKey(receiver string, body []byte) string {
+	sum := sha256.Sum256(body)
+	return receiver + "\x00" + hex.EncodeToString(sum[:])
 }
 
 // replayCache remembers delivery ids seen in the last ReplayWindow.

@@ -1,7 +1,6 @@
 package receiver
 
 import (
-	"net/http"
 	"testing"
 	"time"
 )
@@ -35,15 +34,15 @@ func TestReplayCache(t *testing.T) {
 	}
 }
 
-func TestDeliveryID(t *testing.T) {
-	for _, name := range deliveryHeaders {
-		h := http.Header{}
-		h.Set(name, "id-1")
-		if got := DeliveryID(h); got != name+":id-1" {
-			t.Errorf("DeliveryID with %s = %q", name, got)
-		}
+func TestReplayKey(t *testing.T) {
+	body := []byte(`{"events":[{"id":"1","action":"push"}]}`)
+	if replayKey("ns/r", body) != replayKey("ns/r", append([]byte(nil), body...)) {
+		t.Error("the same body is not the same delivery")
 	}
-	if DeliveryID(http.Header{}) != "" {
-		t.Error("no header, no id")
+	if replayKey("ns/r", body) == replayKey("ns/r", append(body, ' ')) {
+		t.Error("another body is the same delivery")
+	}
+	if replayKey("ns/r", body) == replayKey("ns/other", body) {
+		t.Error("one Receiver's delivery is another's replay")
 	}
 }

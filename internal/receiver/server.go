@@ -69,7 +69,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		s.answer(w, t.Type, http.StatusBadRequest, result{Outcome: OutcomeInvalid, Message: "could not read the body"})
 		return
 	}
-	if err := Verify(t.Type, req.Header, body, t.Token); err != nil {
+	if err := Verify(t.Type, req.Header, body, t.Token, t.AcceptUnsigned); err != nil {
 		log.Info("refused a webhook request: missing or invalid signature")
 		s.answer(w, t.Type, http.StatusUnauthorized, result{Outcome: OutcomeUnauthorized, Message: err.Error()})
 		return
@@ -84,9 +84,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	// Only after the signature: an unsigned request must not poison the
-	// cache with the id of a delivery still to come.
-	id := DeliveryID(req.Header)
-	if id != "" && s.replays.seenBefore(t.Key.String()+"\x00"+id) {
+	// cache with a delivery still to come.
+	replay := replayKey(t.Key.String(), body)
+	if s.replays.seenBefore(replay) {
 		s.answer(w, t.Type, http.StatusOK, result{Outcome: OutcomeReplayed, Message: "this delivery was handled already"})
 		return
 	}
@@ -102,9 +102,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	n, err := s.Requester.Request(ctx, t, ev)
 	if err != nil {
-		if id != "" {
-			s.replays.forget(t.Key.String() + "\x00" + id) // a redelivery may succeed
-		}
+		s.replays.forget(replay) // a redelivery may succeed
 		log.Error(err, "could not request reconciles")
 		s.answer(w, t.Type, http.StatusInternalServerError, result{Outcome: OutcomeInvalid, Message: "could not request reconciles; retry"})
 		return

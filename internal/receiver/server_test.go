@@ -59,11 +59,15 @@ func TestServerRefusesAndIgnores(t *testing.T) {
 	check("suspended", code, out, 200, OutcomeIgnored)
 	code, out = send("push", "6", push, true)
 	check("replayed", code, out, 200, OutcomeReplayed)
-	// An unsigned request with a delivery id does not burn that id.
-	code, out = send("push", "7", push, false)
-	check("unsigned with id", code, out, 401, OutcomeUnauthorized)
-	code, out = send("push", "7", push, true)
-	check("first signed delivery 7", code, out, 200, OutcomeIgnored)
+	// The delivery header is not signed: a new one does not make a new delivery.
+	code, out = send("push", "6b", push, true)
+	check("replayed with a new delivery id", code, out, 200, OutcomeReplayed)
+	// An unsigned request does not burn the body it carries.
+	other := []byte(`{"ref":"refs/heads/main","after":"2","repository":{"clone_url":"https://h/o/r"}}`)
+	code, out = send("push", "7", other, false)
+	check("unsigned", code, out, 401, OutcomeUnauthorized)
+	code, out = send("push", "7", other, true)
+	check("first signed delivery of that body", code, out, 200, OutcomeIgnored)
 
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/hook/nope", nil))

@@ -16,9 +16,11 @@ var ErrUnauthorized = errors.New("missing or invalid signature")
 
 // Verify checks the request's signature against token for a Receiver of
 // type typ, in constant time. generic has none (the secret URL path is the
-// credential); oci checks X-Signature as generic-hmac does when the
-// registry sends one, else, like generic, relies on the path.
-func Verify(typ string, h http.Header, body, token []byte) error {
+// credential). oci checks X-Signature as generic-hmac does; a request
+// without one is refused unless acceptUnsigned (spec.acceptUnsigned, for
+// registries that cannot sign): otherwise dropping the header would pass
+// where a wrong signature fails.
+func Verify(typ string, h http.Header, body, token []byte, acceptUnsigned bool) error {
 	switch typ {
 	case "github":
 		return prefixedHMAC(h.Get("X-Hub-Signature-256"), body, token)
@@ -39,10 +41,11 @@ func Verify(typ string, h http.Header, body, token []byte) error {
 		}
 		return nil
 	case "oci":
-		if sig := h.Get("X-Signature"); sig != "" {
-			return prefixedHMAC(sig, body, token)
+		sig := h.Get("X-Signature")
+		if sig == "" && acceptUnsigned {
+			return nil
 		}
-		return nil
+		return prefixedHMAC(sig, body, token)
 	case "generic":
 		return nil
 	}

@@ -14,41 +14,46 @@ func TestVerify(t *testing.T) {
 	for _, tc := range []struct {
 		typ, header, value string
 		ok                 bool
+		acceptUnsigned     bool
 	}{
-		{"github", "X-Hub-Signature-256", "sha256=" + good, true},
-		{"github", "X-Hub-Signature-256", "sha256=" + bad, false},
-		{"github", "X-Hub-Signature-256", good, false}, // no prefix
-		{"github", "X-Hub-Signature-256", "sha256=zz", false},
-		{"github", "X-Hub-Signature", "sha256=" + good, false}, // wrong header
-		{"github", "", "", false},
-		{"bitbucket", "X-Hub-Signature", "sha256=" + good, true},
-		{"bitbucket", "X-Hub-Signature", "sha256=" + bad, false},
-		{"generic-hmac", "X-Signature", "sha256=" + good, true},
-		{"generic-hmac", "X-Signature", "sha256=" + good[:10], false},
-		{"generic-hmac", "", "", false},
-		{"gitea", "X-Gitea-Signature", good, true},
-		{"gitea", "X-Gitea-Signature", bad, false},
-		{"gitlab", "X-Gitlab-Token", "s3cret", true},
-		{"gitlab", "X-Gitlab-Token", "s3cre", false},
-		{"gitlab", "", "", false},
-		{"generic", "", "", true},
-		{"oci", "", "", true},
-		{"oci", "X-Signature", "sha256=" + good, true},
-		{"oci", "X-Signature", "sha256=" + bad, false},
-		{"nonsense", "", "", false},
+		{"github", "X-Hub-Signature-256", "sha256=" + good, true, false},
+		{"github", "X-Hub-Signature-256", "sha256=" + bad, false, false},
+		{"github", "X-Hub-Signature-256", good, false, false}, // no prefix
+		{"github", "X-Hub-Signature-256", "sha256=zz", false, false},
+		{"github", "X-Hub-Signature", "sha256=" + good, false, false}, // wrong header
+		{"github", "", "", false, false},
+		{"bitbucket", "X-Hub-Signature", "sha256=" + good, true, false},
+		{"bitbucket", "X-Hub-Signature", "sha256=" + bad, false, false},
+		{"generic-hmac", "X-Signature", "sha256=" + good, true, false},
+		{"generic-hmac", "X-Signature", "sha256=" + good[:10], false, false},
+		{"generic-hmac", "", "", false, false},
+		{"gitea", "X-Gitea-Signature", good, true, false},
+		{"gitea", "X-Gitea-Signature", bad, false, false},
+		{"gitlab", "X-Gitlab-Token", "s3cret", true, false},
+		{"gitlab", "X-Gitlab-Token", "s3cre", false, false},
+		{"gitlab", "", "", false, false},
+		{"generic", "", "", true, false},
+		{"oci", "", "", false, false}, // no signature: refused unless the Receiver opts in
+		{"oci", "", "", true, true},
+		{"oci", "X-Signature", "sha256=" + good, true, false},
+		{"oci", "X-Signature", "sha256=" + bad, false, false},
+		{"oci", "X-Signature", "sha256=" + bad, false, true}, // a sent signature is checked
+		{"oci", "X-Signature", "", false, false},
+		{"github", "", "", false, true}, // only oci may skip it
+		{"nonsense", "", "", false, false},
 	} {
 		h := http.Header{}
 		if tc.header != "" {
 			h.Set(tc.header, tc.value)
 		}
-		err := Verify(tc.typ, h, body, token)
+		err := Verify(tc.typ, h, body, token, tc.acceptUnsigned)
 		if (err == nil) != tc.ok {
-			t.Errorf("%s %s=%q: err = %v, want ok=%v", tc.typ, tc.header, tc.value, err, tc.ok)
+			t.Errorf("%s %s=%q acceptUnsigned=%v: err = %v, want ok=%v", tc.typ, tc.header, tc.value, tc.acceptUnsigned, err, tc.ok)
 		}
 	}
 	// The body is what is signed.
 	h := http.Header{"X-Hub-Signature-256": {"sha256=" + good}}
-	if Verify("github", h, append(body, ' '), token) == nil {
+	if Verify("github", h, append(body, ' '), token, false) == nil {
 		t.Error("a changed body passed the signature of the original")
 	}
 }

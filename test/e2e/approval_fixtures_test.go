@@ -137,10 +137,16 @@ func (f *fixture) planDir(s *v1alpha1.Stack, id string) string {
 	return filepath.Join(f.dataDir, "plans", string(s.UID), id)
 }
 
-// getPlan GETs a path of the controller's /plans endpoint and decodes it.
+// getPlan GETs a path of the controller's /plans endpoint (HTTPS, beside the
+// logs) as a ServiceAccount that may get the namespace's Stacks, and decodes it.
 func (f *fixture) getPlan(t *testing.T, path string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Get("http://" + f.ctrl.MetricsAddr + path)
+	req, err := http.NewRequest(http.MethodGet, "https://"+f.ctrl.LogsAddr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Stackpilot-Token", stackReaderToken(t, f.ns))
+	resp, err := insecureTLSClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

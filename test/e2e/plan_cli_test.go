@@ -168,7 +168,7 @@ func TestPlanCLI(t *testing.T) {
 	// what to check.
 	_, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-namespace", f.ns)
 	g.Expect(code).To(Equal(0), errOut)
-	g.Expect(errOut).To(ContainSubstring(fmt.Sprintf("warning: could not read the full plan: no service %s/stackpilot-controller (port metrics) through the API server: is Stackpilot installed there?", f.ns)))
+	g.Expect(errOut).To(ContainSubstring(fmt.Sprintf("warning: could not read the full plan: no service %s/stackpilot-controller (port logs) through the API server: is Stackpilot installed there?", f.ns)))
 
 	t.Run("service proxy", func(t *testing.T) {
 		g := NewWithT(t)
@@ -177,13 +177,13 @@ func TestPlanCLI(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		srv := httptest.NewUnstartedServer(servePlans(d))
 		srv.Listener = ln
-		srv.Start()
+		srv.StartTLS() // the logs listener is HTTPS
 		defer srv.Close()
 		port := int32(ln.Addr().(*net.TCPAddr).Port)
 		// The Service of config/manager, its endpoint the test's server.
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "stackpilot-controller"},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromInt32(port)}}},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "logs", Port: 9443, TargetPort: intstr.FromInt32(port)}}},
 		}
 		g.Expect(env.Client.Create(ctx, svc)).To(Succeed())
 		// The API server's service proxy dials only an endpoint that is a
@@ -203,7 +203,7 @@ func TestPlanCLI(t *testing.T) {
 		//lint:ignore SA1019 the API server's service proxy reads v1 Endpoints
 		subsets := []corev1.EndpointSubset{{
 			Addresses: []corev1.EndpointAddress{{IP: ip, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: f.ns, Name: pod.Name}}},
-			Ports:     []corev1.EndpointPort{{Name: "metrics", Port: port}},
+			Ports:     []corev1.EndpointPort{{Name: "logs", Port: port}},
 		}}
 		//lint:ignore SA1019 the API server's service proxy reads v1 Endpoints
 		ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "stackpilot-controller"}, Subsets: subsets}
@@ -401,10 +401,10 @@ func TestPlanCLIController(t *testing.T) {
 	})
 	g.Expect(env.Client.Create(ctx, s)).To(Succeed())
 	key := client.ObjectKeyFromObject(s)
-	ctrlURL := "http://" + f.ctrl.MetricsAddr
+	ctrlURL := "https://" + f.ctrl.LogsAddr
 
 	first := waitPendingPlan(t, key, f.commit, "")
-	out, errOut, code := mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	out, errOut, code := mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL, "--insecure-skip-tls-verify", "--token", stackReaderToken(t, f.ns))
 	g.Expect(code).To(Equal(0), errOut)
 	g.Expect(errOut).To(BeEmpty())
 	g.Expect(out).To(HavePrefix("Previewing update (plan-ctl)\n"))
@@ -412,7 +412,7 @@ func TestPlanCLIController(t *testing.T) {
 	g.Expect(out).To(MatchRegexp(`(?m)^ \+   └─ kubernetes:core/v1:ConfigMap +settings +create$`))
 	g.Expect(out).NotTo(ContainSubstring("pulumi:providers:"), "Pulumi shows no default provider")
 	g.Expect(out).To(ContainSubstring("To apply exactly this plan: stackpilot approve plan-ctl -n " + f.ns + " --plan " + first.ID + "\n"))
-	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL, "-o", "json")
+	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL, "--insecure-skip-tls-verify", "--token", stackReaderToken(t, f.ns), "-o", "json")
 	g.Expect(code).To(Equal(0), errOut)
 	var d plan.Document
 	g.Expect(json.Unmarshal([]byte(out), &d)).To(Succeed(), out)
@@ -431,7 +431,7 @@ func TestPlanCLIController(t *testing.T) {
 	second := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": bridgeProgram("\n        size: large")}, "size")
 	requestReconcile(t, key)
 	next := waitPendingPlan(t, key, second, first.ID)
-	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	out, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL, "--insecure-skip-tls-verify", "--token", stackReaderToken(t, f.ns))
 	g.Expect(code).To(Equal(0), errOut)
 	g.Expect(out).To(MatchRegexp(`(?m)^ ~   [├└]─ kubernetes:core/v1:ConfigMap +settings +update +\[diff: ~data\.size\]$`))
 	g.Expect(out).To(ContainSubstring("Resources:\n    ~ 1 to update\n"))
@@ -445,7 +445,7 @@ func TestPlanCLIController(t *testing.T) {
 	g.Expect(out).To(ContainSubstring(fmt.Sprintf("Applied plan %s to Stack %s/plan-ctl at revision main@sha1:%s: 1 to update", next.ID, f.ns, second)))
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("size", "large"))
 
-	_, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL)
+	_, errOut, code = mustPlanCLI(t, f.ns, "plan", s.Name, "--controller-url", ctrlURL, "--insecure-skip-tls-verify", "--token", stackReaderToken(t, f.ns))
 	g.Expect(code).To(Equal(3), errOut)
 	g.Expect(errOut).To(Equal(fmt.Sprintf("stackpilot: Stack %s/plan-ctl has no pending plan: it is up to date at revision main@sha1:%s\n", f.ns, second)))
 }

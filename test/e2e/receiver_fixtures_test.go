@@ -24,12 +24,15 @@ const webhookToken = "e2e-webhook-token-5ecret"
 
 // createReceiver makes a Receiver of typ with its token Secret and returns
 // its webhook URL once it is Ready.
-func createReceiver(t *testing.T, ns string, ctrl *controllerProcess, name, typ string) string {
+func createReceiver(t *testing.T, ns string, ctrl *controllerProcess, name, typ string, mutate ...func(*v1alpha1.Receiver)) string {
 	t.Helper()
 	createSecret(t, ns, name+"-token", map[string]string{"token": webhookToken})
 	rcv := &v1alpha1.Receiver{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1alpha1.ReceiverSpec{Type: typ, SecretRef: v1alpha1.LocalObjectReference{Name: name + "-token"}},
+	}
+	for _, m := range mutate {
+		m(rcv)
 	}
 	if err := env.Client.Create(context.Background(), rcv); err != nil {
 		t.Fatal(err)

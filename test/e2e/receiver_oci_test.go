@@ -15,8 +15,8 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
-// A registry's push notification (CNCF Distribution envelope, unsigned: the
-// path is the credential) reconciles the Stack following the pushed tag,
+// A registry's push notification (CNCF Distribution envelope, unsigned, to a
+// Receiver that accepts unsigned calls: the path is the credential) reconciles the Stack following the pushed tag,
 // not one following another tag; pings, other events and other methods
 // reconcile nothing.
 func TestReceiverOCIPush(t *testing.T) {
@@ -27,7 +27,7 @@ func TestReceiverOCIPush(t *testing.T) {
 	first := pushProgram(t, f.url("infra/app")+":stable", "oci-settings", "", "")
 	pushProgram(t, f.url("infra/app")+":canary", "oci-settings", "", "")
 	f.start(t)
-	hook := createReceiver(t, f.ns, f.ctrl, "registry", v1alpha1.OCIReceiver)
+	hook := createReceiver(t, f.ns, f.ctrl, "registry", v1alpha1.OCIReceiver, func(r *v1alpha1.Receiver) { r.Spec.AcceptUnsigned = true })
 	stable := f.stack("stable", "infra/app", v1alpha1.OCIRef{Tag: "stable"}, func(s *v1alpha1.Stack) { s.Spec.Source.Dir = "not-here" })
 	canary := f.stack("canary", "infra/app", v1alpha1.OCIRef{Tag: "canary"}, func(s *v1alpha1.Stack) { s.Spec.Source.Dir = "not-here" })
 	for _, s := range []*v1alpha1.Stack{stable, canary} {
