@@ -306,6 +306,18 @@ func newScrubber(spec Spec) *scrubber {
 	return s
 }
 
+// longest is the length of the longest value scrubbed.
+func (s *scrubber) longest() int {
+	n := 0
+	for _, v := range s.long {
+		n = max(n, len(v))
+	}
+	for _, re := range s.short {
+		n = max(n, len(re.String())) // longer than its value: enough
+	}
+	return n
+}
+
 func (s *scrubber) scrub(text string) string {
 	for _, v := range s.long {
 		text = strings.ReplaceAll(text, v, Redacted)

@@ -36,6 +36,10 @@ type eventCollector struct {
 	resources map[string]*ResourceChange // by URN, ops other than same/read
 	same      map[string]bool            // URNs with a "same" step
 	pending   map[string]bool            // URNs whose last pre-event was a refresh step
+	// done and failed are the URNs of resources whose step the engine
+	// reported finished (an outputs event) or failed: a step only started,
+	// or failed, changed nothing that can be counted.
+	done, failed map[string]bool
 	summary   map[apitype.OpType]int     // the engine's own counts, when it sent them
 	diags     []string
 	engineErr []string
@@ -47,6 +51,8 @@ func newEventCollector(refreshIsChange bool) *eventCollector {
 		resources:       map[string]*ResourceChange{},
 		same:            map[string]bool{},
 		pending:         map[string]bool{},
+		done:            map[string]bool{},
+		failed:          map[string]bool{},
 	}
 }
 
@@ -89,8 +95,10 @@ func (c *eventCollector) handle(ev events.EngineEvent) {
 		c.step(ev.ResourcePreEvent.Metadata, true)
 	case ev.ResOutputsEvent != nil:
 		c.step(ev.ResOutputsEvent.Metadata, false)
+		c.done[ev.ResOutputsEvent.Metadata.URN] = true
 	case ev.ResOpFailedEvent != nil:
 		c.step(ev.ResOpFailedEvent.Metadata, false)
+		c.failed[ev.ResOpFailedEvent.Metadata.URN] = true
 	case ev.DiagnosticEvent != nil:
 		c.diagnostic(*ev.DiagnosticEvent)
 	case ev.SummaryEvent != nil:
@@ -245,7 +253,9 @@ func (c *eventCollector) changes() []ResourceChange {
 }
 
 // counts uses the engine's summary when it sent one, because it is the count
-// Pulumi prints; else (the operation failed before the end) it tallies the steps seen.
+// Pulumi prints; else (live progress, or an operation cut short) it tallies
+// the steps the engine reported finished: a failed step, or one still
+// running, has made no change to count.
 func (c *eventCollector) counts() ChangeCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -264,7 +274,10 @@ func (c *eventCollector) counts() ChangeCounts {
 		}
 	}
 	var cc ChangeCounts
-	for _, rc := range c.resources {
+	for urn, rc := range c.resources {
+		if !c.done[urn] || c.failed[urn] {
+			continue
+		}
 		switch rc.Op {
 		case opCreate:
 			cc.Create++
