@@ -40,9 +40,9 @@ type eventCollector struct {
 	// reported finished (an outputs event) or failed: a step only started,
 	// or failed, changed nothing that can be counted.
 	done, failed map[string]bool
-	summary   map[apitype.OpType]int     // the engine's own counts, when it sent them
-	diags     []string
-	engineErr []string
+	summary      map[apitype.OpType]int // the engine's own counts, when it sent them
+	diags        []string
+	engineErr    []string
 }
 
 func newEventCollector(refreshIsChange bool) *eventCollector {
