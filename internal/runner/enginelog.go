@@ -77,10 +77,7 @@ func lineSecrets(spec Spec) Spec {
 	if env == nil {
 		env = map[string]string{}
 	}
-	values := secretStrings(spec.Config)
-	for _, v := range spec.Env {
-		values = append(values, v)
-	}
+	values := secretValues(spec)
 	n := 0
 	for _, v := range values {
 		if !strings.Contains(v, "\n") {

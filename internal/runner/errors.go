@@ -277,17 +277,15 @@ const Redacted = "[secret]"
 // protect nothing.
 const shortSecret = 6
 
-// scrubber removes the values of a spec's Env and secret config from text.
+// scrubber removes the values of a spec's Env and secret config, and the
+// credentials of the files its Env names (filesecrets.go), from text.
 type scrubber struct {
 	long  []string
 	short []*regexp.Regexp
 }
 
 func newScrubber(spec Spec) *scrubber {
-	values := secretStrings(spec.Config)
-	for _, v := range spec.Env {
-		values = append(values, v)
-	}
+	values := secretValues(spec)
 	// Longest first, so that a value containing another is removed whole.
 	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
 	s := &scrubber{}
