@@ -164,7 +164,7 @@ func message(f failure, class ErrorClass) string {
 		lines = append(lines, fmt.Sprintf("operation timed out after %s", time.Duration(f.timeout)))
 	case f.cancelled:
 		lines = append(lines, "operation cancelled")
-	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)):
+	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)), errors.As(f.err, new(*TornStateError)):
 		// Our own explanation is complete: who holds the stack, and what to do.
 		return truncate(unwrapStep(f.err).Error(), maxMessage)
 	case class == ErrorPlanInvalid:
