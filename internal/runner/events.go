@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -217,7 +219,7 @@ func (c *eventCollector) diagnostic(d apitype.DiagnosticEvent) {
 	if d.Severity != "error" && d.Severity != "info#err" {
 		return
 	}
-	lines := cleanLines(d.Message)
+	lines := slices.DeleteFunc(cleanLines(d.Message), isAmbientPluginWarning)
 	if len(lines) == 0 {
 		return
 	}
@@ -227,6 +229,18 @@ func (c *eventCollector) diagnostic(d apitype.DiagnosticEvent) {
 	}
 	c.diags = append(c.diags, lines...)
 }
+
+// ambientPluginWarning is the line Pulumi writes each time it uses a
+// plugin it found on $PATH rather than in its plugin cache
+// (sdk/go/common/workspace/plugins.go). The controller image and bin/ keep
+// the pinned plugins on PATH on purpose, beside the CLI, and the YAML
+// language host writes the line to its stderr (an "info#err" diagnostic),
+// so without this filter it would come first, twice, in every failure
+// message of a program with an explicit provider. It says nothing the user
+// can act on; the engine log keeps it.
+var ambientPluginWarning = regexp.MustCompile(`^warning: using pulumi-[a-z]+-[A-Za-z0-9_.-]+ from \$PATH at \S+( expected \S+)?$`)
+
+func isAmbientPluginWarning(line string) bool { return ambientPluginWarning.MatchString(line) }
 
 // urnNameType splits "urn:pulumi:stack::project::type$type::name".
 func urnNameType(urn string) (name, typ string) {

@@ -34,3 +34,22 @@ func TestEventsCountOnlyFinishedSteps(t *testing.T) {
 	c.handle(outs(apitype.OpUpdate, urnCM, "data"))
 	g.Expect(c.counts()).To(Equal(ChangeCounts{Update: 1}))
 }
+
+// TestEventsDropTheAmbientPluginWarning: Pulumi warns, on the language
+// host's stderr, each time it uses a plugin found on $PATH (where the
+// controller image and bin/ keep the pinned Kubernetes provider); that
+// line must not come before the user's problem in a failure message.
+func TestEventsDropTheAmbientPluginWarning(t *testing.T) {
+	g := NewWithT(t)
+	warning := "warning: using pulumi-resource-kubernetes from $PATH at /usr/local/bin/pulumi-resource-kubernetes\n"
+	c := collect(false,
+		diag("info#err", "", warning),
+		diag("info#err", "", warning+"warning: using pulumi-resource-random from $PATH at /opt/bin/pulumi-resource-random expected /opt/pulumi/pulumi-resource-random\n"),
+		diag("error", urnCM, `configmaps "cm" is forbidden`),
+		diag("info#err", "", "warning: a warning of the program itself\n"),
+	)
+	g.Expect(c.errors()).To(Equal([]string{
+		`kubernetes:core/v1:ConfigMap (cm): configmaps "cm" is forbidden`,
+		"warning: a warning of the program itself",
+	}))
+}
