@@ -15,7 +15,7 @@ const maxCredentialFile = 1 << 20
 
 // fileSecrets are the credentials that spec.Env names rather than carries,
 // so that they are scrubbed like Env values: the tokens, token files,
-// passwords and client keys of the kubeconfigs of KUBECONFIG (the
+// passwords and client keys (inline or files) of the kubeconfigs of KUBECONFIG (the
 // operation's ServiceAccount token, or the controller's mounted token for a
 // program that acts as the controller), and the passphrase of
 // PULUMI_CONFIG_PASSPHRASE_FILE. A program that quotes its kubeconfig in an
@@ -44,6 +44,7 @@ type kubeconfigUser struct {
 	TokenFile     string `yaml:"tokenFile"`
 	Password      string `yaml:"password"`
 	ClientKeyData string `yaml:"client-key-data"`
+	ClientKey     string `yaml:"client-key"` // a file
 	AuthProvider  *struct {
 		Config map[string]string `yaml:"config"`
 	} `yaml:"auth-provider"`
@@ -66,8 +67,10 @@ func kubeconfigSecrets(path string) []string {
 	for _, u := range kc.Users {
 		a := u.User
 		out = append(out, a.Token, a.Password, a.ClientKeyData)
-		if a.TokenFile != "" {
-			out = append(out, readCredential(a.TokenFile))
+		for _, file := range []string{a.TokenFile, a.ClientKey} {
+			if file != "" {
+				out = append(out, readCredential(file))
+			}
 		}
 		if key, err := base64.StdEncoding.DecodeString(a.ClientKeyData); err == nil {
 			out = append(out, string(key))
