@@ -24,7 +24,7 @@ var encryptInProcess = true
 //
 // A provider the runner cannot encrypt for (a cloud KMS, Pulumi Cloud's
 // service) gets each value through the CLI's stdin (`pulumi config set
-// --secret KEY`, one process per value): slower, never on a command line.
+// --secret --raw KEY`, one process per value): slower, never on a command line.
 func (o *operation) applySecrets(ctx context.Context, path string, doc map[string]any, plan secretPlan) error {
 	salt, _ := doc["encryptionsalt"].(string)
 	if salt == "" && encryptInProcess && o.mayUsePassphrase(doc) && !isCloudBackend(o.spec.Backend) {
@@ -107,13 +107,12 @@ func (o *operation) stateSalt(ctx context.Context, path string) (string, error) 
 }
 
 // setSecretsFromStdin sets each planned secret value with `pulumi config set
-// --secret KEY`, the value on the CLI's stdin (which it reads, without a
-// prompt, when it is not interactive). The CLI drops one trailing newline
-// of what it reads, so one is added to keep the value exact.
+// --secret --raw KEY`, the value on the CLI's stdin (which it reads when
+// stdin is not a terminal; --raw keeps its trailing newlines).
 func (o *operation) setSecretsFromStdin(ctx context.Context, plan secretPlan) error {
 	for _, k := range sortedKeys(plan.setKeys()) {
-		_, err := o.cli.run(ctx, strings.NewReader(plan.set[k]+"\n"), nil,
-			"config", "set", "--stack", o.spec.StackName, "--secret", "--", k)
+		_, err := o.cli.run(ctx, strings.NewReader(plan.set[k]), nil,
+			"config", "set", "--stack", o.spec.StackName, "--secret", "--raw", "--", k)
 		if err != nil {
 			return fmt.Errorf("set secret config %q: %w", k, err)
 		}

@@ -69,7 +69,7 @@ func TestRunSecretConfigNeverOnACommandLine(t *testing.T) {
 				g.Expect(logged).NotTo(ContainSubstring(v))
 			}
 			if !inProcess {
-				g.Expect(logged).To(ContainSubstring("config set --stack dev --secret"), "the stdin path ran")
+				g.Expect(logged).To(ContainSubstring("config set --stack dev --secret --raw"), "the stdin path ran")
 			}
 			g.Expect(strings.Count(logged, "config set-all")).To(BeZero())
 		})

@@ -11,7 +11,8 @@ import (
 )
 
 // A file:// backend writes each state file through gocloud's fileblob: the
-// data goes to a temporary file "<file>.<digits>.tmp" beside it, then an
+// data goes to a temporary file "<file>.<hex nanoseconds>.tmp" beside it
+// (the DIY backend opens file:// buckets with no_tmp_dir), then an
 // ".attrs" sidecar (JSON: the content type) is created and written in place,
 // then the temporary file is renamed over the file. A process killed in
 // between leaves an empty sidecar, which every later read fails on ("failed
@@ -77,10 +78,10 @@ func (s fileStack) repairSidecars() ([]string, error) {
 }
 
 // tempPattern matches the temporary files fileblob makes for the files of
-// stack short: "<file>.<digits>.tmp".
+// stack short: "<file>.<hex digits>.tmp".
 func (s fileStack) tempPattern() *regexp.Regexp {
 	short := regexp.QuoteMeta(filepath.Base(s.base))
-	return regexp.MustCompile(`^` + short + `\.(json|json\.gz|json\.bak|json\.gz\.bak|pulumi-tags)\.[0-9]+\.tmp$`)
+	return regexp.MustCompile(`^` + short + `\.(json|json\.gz|json\.bak|json\.gz\.bak|pulumi-tags)\.[0-9a-f]+\.tmp$`)
 }
 
 // removeStaleTemps removes the stack's temporary files when nothing may be

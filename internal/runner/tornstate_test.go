@@ -51,7 +51,7 @@ func TestTornStateRepairsWhatIsProvablySafe(t *testing.T) {
 	// A write cut short: the sidecar empty, the temporary file beside it.
 	g.Expect(os.WriteFile(filepath.Join(stacks, "dev.json.attrs"), nil, 0o600)).To(Succeed())
 	g.Expect(os.WriteFile(filepath.Join(stacks, "dev.pulumi-tags.attrs"), nil, 0o600)).To(Succeed())
-	tmp := filepath.Join(stacks, "dev.json.2913440217.tmp")
+	tmp := filepath.Join(stacks, "dev.json.187d2c4f0a9b3e21.tmp")
 	g.Expect(os.WriteFile(tmp, []byte(`{"version":3,"checkp`), 0o600)).To(Succeed())
 	old := time.Now().Add(-time.Hour)
 	g.Expect(os.Chtimes(tmp, old, old)).To(Succeed())

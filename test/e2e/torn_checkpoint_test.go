@@ -40,7 +40,7 @@ func TestTornCheckpointSidecarRepaired(t *testing.T) {
 	sidecar := checkpoint + ".attrs"
 	g.Expect(sidecar).To(BeAnExistingFile(), "the file backend writes a sidecar")
 	g.Expect(os.Truncate(sidecar, 0)).To(Succeed())
-	tmp := filepath.Join(stacks, "torn.json.2913440217.tmp")
+	tmp := filepath.Join(stacks, "torn.json.187d2c4f0a9b3e21.tmp")
 	g.Expect(os.WriteFile(tmp, before[:len(before)/2], 0o600)).To(Succeed())
 	old := time.Now().Add(-time.Hour)
 	g.Expect(os.Chtimes(tmp, old, old)).To(Succeed())
