@@ -135,6 +135,7 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 	operationsTotal.WithLabelValues(string(recType), string(res.Outcome)).Inc()
 	operationSeconds.WithLabelValues(string(recType)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
 	finishRecord(ctx, st, &rec, res)
+	r.recordRepairs(stack, &rec, res) // a torn file:// state the runner repaired (operation_repairs.go)
 
 	if res.Outcome == runner.OutcomeSucceeded {
 		stack.Status.Failures = 0

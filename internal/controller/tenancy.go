@@ -56,6 +56,14 @@ const (
 	tokenMargin = 5 * time.Minute
 	// minTokenTTL is the shortest expiration the API server accepts.
 	minTokenTTL = 10 * time.Minute
+	// maxTokenTTL bounds the token whatever the timeout: spec.timeout has no
+	// maximum, and "timeout: 8760h" must not mint a year-long credential that
+	// outlives the operation (a program may have copied it anywhere). Two
+	// hours is four times the default timeout (30m); the API server's own
+	// --service-account-max-token-expiration may shorten it further. An
+	// operation that runs past it gets 401s from the cluster, classified as an
+	// authentication failure: set a shorter timeout, or split the program.
+	maxTokenTTL = 2 * time.Hour
 	// kubeconfigFile is the kubeconfig's name in the operation directory.
 	kubeconfigFile = "kubeconfig"
 )
@@ -124,9 +132,9 @@ func (r *StackReconciler) runnerEnv(ctx context.Context, st *reconcileState, dir
 }
 
 // requestToken asks for a token of ServiceAccount ns/name valid for the
-// operation's timeout plus a margin.
+// operation's timeout plus a margin, within [minTokenTTL, maxTokenTTL].
 func (r *StackReconciler) requestToken(ctx context.Context, ns, name string, timeout time.Duration) (string, error) {
-	ttl := max(timeout+tokenMargin, minTokenTTL)
+	ttl := min(max(timeout+tokenMargin, minTokenTTL), maxTokenTTL)
 	seconds := int64(ttl / time.Second)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}

@@ -132,6 +132,16 @@ func TestRunnerEnvTokenLifetime(t *testing.T) {
 	_, err := r.requestToken(context.Background(), "infra", "deployer", time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(seconds).To(BeEquivalentTo(600), "at least the 10 minutes the API server requires")
+
+	// A long timeout does not make a long-lived credential: a year-long
+	// timeout gets a token of maxTokenTTL, like any timeout past it.
+	for timeout, want := range map[time.Duration]time.Duration{
+		30 * time.Minute: 35 * time.Minute, 8760 * time.Hour: 2 * time.Hour, 2 * time.Hour: 2 * time.Hour,
+	} {
+		_, err := r.requestToken(context.Background(), "infra", "deployer", timeout)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(seconds).To(BeEquivalentTo(want.Seconds()), "timeout %s", timeout)
+	}
 }
 
 func TestRunnerEnvWithoutServiceAccount(t *testing.T) {

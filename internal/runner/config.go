@@ -242,13 +242,12 @@ func writeStackDoc(path string, doc map[string]any) error {
 
 // applyConfig writes the whole config of the operation into the stack file.
 //
-// The stack's passphrase salt goes in too when only the state has it (a
-// file:// backend): the CLI then builds its secrets manager from the file, not
-// from the state it falls back to, which costs it ~0.05 s of CPU per operation
-// (measured with the pinned CLI). Secret values are encrypted here, with the
-// stack's passphrase crypter, when the runner can make one; else they are set
-// through the CLI (`pulumi config set-all --secret`, one more process), which
-// encrypts them with whatever secrets provider the stack has.
+// The stack's passphrase salt goes in too when only the state has it: the CLI
+// then builds its secrets manager from the file, not from the state it falls
+// back to, which costs it ~0.05 s of CPU per operation (measured with the
+// pinned CLI). Secret values are encrypted here, in process, with the
+// stack's passphrase crypter (secretconfig.go): no secret value is ever on a
+// command line, where any user of the host reads it in /proc/<pid>/cmdline.
 func (o *operation) applyConfig(ctx context.Context, pc preparedConfig) error {
 	path := stackFileName(o.spec.WorkDir, o.spec.StackName)
 	doc, err := readStackDoc(path)
@@ -266,26 +265,7 @@ func (o *operation) applyConfig(ctx context.Context, pc preparedConfig) error {
 	if len(pc.secrets) == 0 {
 		return writeStackDoc(path, doc)
 	}
-	plan := planSecrets(pc.secrets)
-	if salt != "" {
-		if crypt, ok := newPassphraseCrypter(salt, o.spec.Env); ok {
-			o.crypt = crypt
-			if err := placeEncryptedSecrets(doc, plan, crypt); err != nil {
-				return err
-			}
-			return writeStackDoc(path, doc)
-		}
-	}
-	if err := writeStackDoc(path, doc); err != nil {
-		return err
-	}
-	if err := o.withStack(ctx, func() error { return o.setAllSecrets(ctx, plan) }); err != nil {
-		return err
-	}
-	if len(plan.structured) == 0 {
-		return nil
-	}
-	return placeSecretLeaves(path, plan)
+	return o.applySecrets(ctx, path, doc, planSecrets(pc.secrets))
 }
 
 // passphraseSalt is the stack's passphrase salt: the stack file's (committed,
@@ -293,10 +273,7 @@ func (o *operation) applyConfig(ctx context.Context, pc preparedConfig) error {
 // records. It is "" when the stack has another secrets provider or no salt is
 // known without asking the CLI.
 func (o *operation) passphraseSalt(doc map[string]any) (string, error) {
-	if sp, _ := doc["secretsprovider"].(string); sp != "" && sp != "passphrase" {
-		return "", nil
-	}
-	if o.spec.SecretsProvider != "" && o.spec.SecretsProvider != "passphrase" {
+	if !o.mayUsePassphrase(doc) {
 		return "", nil
 	}
 	if salt, _ := doc["encryptionsalt"].(string); salt != "" || o.file == nil || !o.file.exists() {
@@ -307,16 +284,6 @@ func (o *operation) passphraseSalt(doc map[string]any) (string, error) {
 		return "", err
 	}
 	return d.passphraseSalt(), nil
-}
-
-// setAllSecrets sets the planned secret values with one CLI call.
-func (o *operation) setAllSecrets(ctx context.Context, plan secretPlan) error {
-	args := []string{"config", "set-all", "--stack", o.spec.StackName}
-	for _, k := range sortedKeys(plan.setKeys()) {
-		args = append(args, "--secret", k+"="+plan.set[k])
-	}
-	_, err := o.cli.run(ctx, nil, nil, args...)
-	return err
 }
 
 // placeEncryptedSecrets encrypts the planned secret values into doc's config

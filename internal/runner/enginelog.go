@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // The engine log (Spec.LogFile) is bounded where it is written: its first
@@ -40,7 +41,7 @@ func StripANSI(s string) string {
 
 // engineLog writes the human output of one engine run to Spec.LogFile,
 // line by line: a secret value is matched within a line, never across a
-// write boundary. Its zero value (nil) writes nothing.
+// write boundary, nor across the cut of a line too long to buffer whole. Its zero value (nil) writes nothing.
 type engineLog struct {
 	mu    sync.Mutex
 	f     *os.File
@@ -76,10 +77,7 @@ func lineSecrets(spec Spec) Spec {
 	if env == nil {
 		env = map[string]string{}
 	}
-	values := secretStrings(spec.Config)
-	for _, v := range spec.Env {
-		values = append(values, v)
-	}
+	values := secretValues(spec)
 	n := 0
 	for _, v := range values {
 		if !strings.Contains(v, "\n") {
@@ -118,7 +116,16 @@ func (l *engineLog) stderrTee(w io.Writer) io.Writer {
 
 // line writes one line (with its newline), cleaned.
 func (l *engineLog) line(b []byte) {
-	text := l.scrub.scrub(StripANSI(string(b)))
+	l.write(l.clean(b))
+}
+
+// clean is b without terminal codes and secrets.
+func (l *engineLog) clean(b []byte) string {
+	return l.scrub.scrub(StripANSI(string(b)))
+}
+
+// write appends cleaned text to the head, or to the tail once the head is full.
+func (l *engineLog) write(text string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tailBytes == 0 && len(text) <= l.head {
@@ -168,12 +175,32 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.buf = w.buf[i+1:]
 	}
 	if len(w.buf) > maxLineBytes {
-		w.flush()
+		w.cut()
 	}
 	if len(w.buf) == 0 {
 		w.buf = nil // let a long-gone burst's array go
 	}
 	return len(p), nil
+}
+
+// cut writes the start of a line that grew past maxLineBytes and keeps its
+// end buffered: as long as the longest secret (and the character before it,
+// which a short secret's word match looks at), so that a secret the cut
+// would split is matched whole with what follows. The buffer holds cleaned
+// text from then on; cleaning it again changes nothing.
+func (w *lineWriter) cut() {
+	text := w.log.clean(w.buf)
+	keep := w.log.scrub.longest() + 1
+	at := len(text) - keep
+	for at > 0 && !utf8.RuneStart(text[at]) {
+		at-- // never split a character
+	}
+	if at <= 0 {
+		w.buf = []byte(text)
+		return
+	}
+	w.log.write(text[:at])
+	w.buf = append(w.buf[:0], text[at:]...)
 }
 
 // flush writes what is buffered as a line of its own.

@@ -164,7 +164,7 @@ func message(f failure, class ErrorClass) string {
 		lines = append(lines, fmt.Sprintf("operation timed out after %s", time.Duration(f.timeout)))
 	case f.cancelled:
 		lines = append(lines, "operation cancelled")
-	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)):
+	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)), errors.As(f.err, new(*TornStateError)):
 		// Our own explanation is complete: who holds the stack, and what to do.
 		return truncate(unwrapStep(f.err).Error(), maxMessage)
 	case class == ErrorPlanInvalid:
@@ -277,17 +277,15 @@ const Redacted = "[secret]"
 // protect nothing.
 const shortSecret = 6
 
-// scrubber removes the values of a spec's Env and secret config from text.
+// scrubber removes the values of a spec's Env and secret config, and the
+// credentials of the files its Env names (filesecrets.go), from text.
 type scrubber struct {
 	long  []string
 	short []*regexp.Regexp
 }
 
 func newScrubber(spec Spec) *scrubber {
-	values := secretStrings(spec.Config)
-	for _, v := range spec.Env {
-		values = append(values, v)
-	}
+	values := secretValues(spec)
 	// Longest first, so that a value containing another is removed whole.
 	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
 	s := &scrubber{}
@@ -304,6 +302,18 @@ func newScrubber(spec Spec) *scrubber {
 		}
 	}
 	return s
+}
+
+// longest is the length of the longest value scrubbed.
+func (s *scrubber) longest() int {
+	n := 0
+	for _, v := range s.long {
+		n = max(n, len(v))
+	}
+	for _, re := range s.short {
+		n = max(n, len(re.String())) // longer than its value: enough
+	}
+	return n
 }
 
 func (s *scrubber) scrub(text string) string {

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,9 +38,13 @@ type eventCollector struct {
 	resources map[string]*ResourceChange // by URN, ops other than same/read
 	same      map[string]bool            // URNs with a "same" step
 	pending   map[string]bool            // URNs whose last pre-event was a refresh step
-	summary   map[apitype.OpType]int     // the engine's own counts, when it sent them
-	diags     []string
-	engineErr []string
+	// done and failed are the URNs of resources whose step the engine
+	// reported finished (an outputs event) or failed: a step only started,
+	// or failed, changed nothing that can be counted.
+	done, failed map[string]bool
+	summary      map[apitype.OpType]int // the engine's own counts, when it sent them
+	diags        []string
+	engineErr    []string
 }
 
 func newEventCollector(refreshIsChange bool) *eventCollector {
@@ -47,6 +53,8 @@ func newEventCollector(refreshIsChange bool) *eventCollector {
 		resources:       map[string]*ResourceChange{},
 		same:            map[string]bool{},
 		pending:         map[string]bool{},
+		done:            map[string]bool{},
+		failed:          map[string]bool{},
 	}
 }
 
@@ -89,8 +97,10 @@ func (c *eventCollector) handle(ev events.EngineEvent) {
 		c.step(ev.ResourcePreEvent.Metadata, true)
 	case ev.ResOutputsEvent != nil:
 		c.step(ev.ResOutputsEvent.Metadata, false)
+		c.done[ev.ResOutputsEvent.Metadata.URN] = true
 	case ev.ResOpFailedEvent != nil:
 		c.step(ev.ResOpFailedEvent.Metadata, false)
+		c.failed[ev.ResOpFailedEvent.Metadata.URN] = true
 	case ev.DiagnosticEvent != nil:
 		c.diagnostic(*ev.DiagnosticEvent)
 	case ev.SummaryEvent != nil:
@@ -209,7 +219,7 @@ func (c *eventCollector) diagnostic(d apitype.DiagnosticEvent) {
 	if d.Severity != "error" && d.Severity != "info#err" {
 		return
 	}
-	lines := cleanLines(d.Message)
+	lines := slices.DeleteFunc(cleanLines(d.Message), isAmbientPluginWarning)
 	if len(lines) == 0 {
 		return
 	}
@@ -219,6 +229,18 @@ func (c *eventCollector) diagnostic(d apitype.DiagnosticEvent) {
 	}
 	c.diags = append(c.diags, lines...)
 }
+
+// ambientPluginWarning is the line Pulumi writes each time it uses a
+// plugin it found on $PATH rather than in its plugin cache
+// (sdk/go/common/workspace/plugins.go). The controller image and bin/ keep
+// the pinned plugins on PATH on purpose, beside the CLI, and the YAML
+// language host writes the line to its stderr (an "info#err" diagnostic),
+// so without this filter it would come first, twice, in every failure
+// message of a program with an explicit provider. It says nothing the user
+// can act on; the engine log keeps it.
+var ambientPluginWarning = regexp.MustCompile(`^warning: using pulumi-[a-z]+-[A-Za-z0-9_.-]+ from \$PATH at \S+( expected \S+)?$`)
+
+func isAmbientPluginWarning(line string) bool { return ambientPluginWarning.MatchString(line) }
 
 // urnNameType splits "urn:pulumi:stack::project::type$type::name".
 func urnNameType(urn string) (name, typ string) {
@@ -245,7 +267,9 @@ func (c *eventCollector) changes() []ResourceChange {
 }
 
 // counts uses the engine's summary when it sent one, because it is the count
-// Pulumi prints; else (the operation failed before the end) it tallies the steps seen.
+// Pulumi prints; else (live progress, or an operation cut short) it tallies
+// the steps the engine reported finished: a failed step, or one still
+// running, has made no change to count.
 func (c *eventCollector) counts() ChangeCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -264,7 +288,10 @@ func (c *eventCollector) counts() ChangeCounts {
 		}
 	}
 	var cc ChangeCounts
-	for _, rc := range c.resources {
+	for urn, rc := range c.resources {
+		if !c.done[urn] || c.failed[urn] {
+			continue
+		}
 		switch rc.Op {
 		case opCreate:
 			cc.Create++

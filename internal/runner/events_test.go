@@ -53,8 +53,9 @@ func TestEventsOfAnUpdate(t *testing.T) {
 		pre(apitype.OpSame, urnStack), outs(apitype.OpSame, urnStack),
 		pre(apitype.OpUpdate, urnCM, "data"), outs(apitype.OpUpdate, urnCM, "data", "metadata"),
 		// A replacement is three steps; it is one replace.
-		pre(apitype.OpCreateReplacement, urnDep, "spec"), pre(apitype.OpReplace, urnDep, "spec"),
-		pre(apitype.OpDeleteReplaced, urnDep),
+		pre(apitype.OpCreateReplacement, urnDep, "spec"), outs(apitype.OpCreateReplacement, urnDep, "spec"),
+		pre(apitype.OpReplace, urnDep, "spec"), outs(apitype.OpReplace, urnDep, "spec"),
+		pre(apitype.OpDeleteReplaced, urnDep), outs(apitype.OpDeleteReplaced, urnDep),
 		pre(apitype.OpCreate, urnSvc), outs(apitype.OpCreate, urnSvc),
 		pre(apitype.OpDelete, urnOld), outs(apitype.OpDelete, urnOld),
 		pre(apitype.OpRead, "urn:pulumi:dev::web::kubernetes:core/v1:Namespace::ns"),

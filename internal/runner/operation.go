@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"time"
 )
 
 // readFileState lets the runner read and write a file:// backend's state files
@@ -61,6 +62,12 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if dir, ok := fileBackendDir(spec.Backend); ok && readFileState {
 		fs := openFileStack(dir, project, spec.StackName)
 		o.file = &fs
+		// Before anything reads the state (tornstate.go).
+		repairs, err := fs.repairSidecars()
+		res.Repairs = append(res.Repairs, repairs...)
+		if err != nil {
+			return stepErr(phaseStack, err)
+		}
 	}
 	if spec.Type == OpOutputs {
 		// Reading must not create a stack, nor needs the config.
@@ -81,6 +88,10 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	res.ClearedLocks = n
 	if err != nil {
 		return stepErr(phaseLock, err)
+	}
+	if dir, ok := fileBackendDir(spec.Backend); ok && o.file != nil {
+		// Once a dead operation's lock is gone, its temporary files are too.
+		res.Repairs = append(res.Repairs, o.file.removeStaleTemps(fileLocks(dir, project, spec.StackName), time.Now())...)
 	}
 	return o.execute(ctx, res)
 }

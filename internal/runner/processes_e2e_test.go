@@ -81,12 +81,13 @@ func TestRunStartsOnePulumiProcessPerOperation(t *testing.T) {
 			} else {
 				// The CLI-only path: the stack is found missing by the first call, the
 				// claim goes through the CLI, the secret outputs through one export;
-				// the secrets are encrypted with the salt `stack init` wrote on the
-				// first run, through the CLI after it (the salt is in the state only);
-				// once the claim is held, its tag is not read again.
+				// the secrets are encrypted in process, with the salt `stack init`
+				// wrote on the first run, with the salt an export of the state
+				// gives after it (no secret value on a command line); once the
+				// claim is held, its tag is not read again.
 				g.Expect(started()).To(Equal([]string{
 					"stack tag", "stack init", "stack tag", "stack tag", "stack tag", "up", "stack export",
-					"config set-all", "up", "stack export",
+					"stack export", "up", "stack export",
 				}))
 			}
 			g.Expect(first.PulumiProcesses + steady.PulumiProcesses).To(Equal(map[bool]int{true: 3, false: 10}[direct]))
@@ -101,8 +102,8 @@ func TestRunStartsOnePulumiProcessPerOperation(t *testing.T) {
 				g.Expect(started()).To(Equal([]string{"preview", "refresh", "refresh", "destroy"}))
 			} else {
 				g.Expect(started()).To(Equal([]string{
-					"config set-all", "preview", "config set-all", "refresh",
-					"config set-all", "refresh", "stack export", "config set-all", "destroy",
+					"stack export", "preview", "stack export", "refresh",
+					"stack export", "refresh", "stack export", "stack export", "destroy",
 				}))
 			}
 		})

@@ -12,7 +12,8 @@ import (
 var progressInterval = time.Second
 
 // Progress is what Spec.ProgressFile holds while an operation runs: the change
-// counts of the steps the engine has started so far.
+// counts of the steps the engine has finished so far (a step started, or
+// failed, is not a change made).
 type Progress struct {
 	ID        string       `json:"id"`
 	Changes   ChangeCounts `json:"changes"`

@@ -9,8 +9,10 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-func preEvent(op, name string) string {
-	return `{"sequence":1,"timestamp":1,"resourcePreEvent":{"metadata":{"op":"` + op +
+// doneEvent is the event of a finished step: only those count (a step
+// started, or failed, has changed nothing yet).
+func doneEvent(op, name string) string {
+	return `{"sequence":1,"timestamp":1,"resOutputsEvent":{"metadata":{"op":"` + op +
 		`","urn":"urn:pulumi:dev::p::kubernetes:core/v1:ConfigMap::` + name + `","type":"kubernetes:core/v1:ConfigMap"}}}`
 }
 
@@ -30,7 +32,7 @@ func TestProgressFollowsTheEventLog(t *testing.T) {
 	tail := &logTail{path: logPath}
 	p := startProgress("up-1", progPath, tail, c)
 
-	_, _ = f.WriteString(preEvent("create", "a") + "\n" + preEvent("update", "b") + "\n")
+	_, _ = f.WriteString(doneEvent("create", "a") + "\n" + doneEvent("update", "b") + "\n")
 	g.Eventually(func() ChangeCounts {
 		pr, _ := ReadProgress(progPath)
 		if pr == nil {
@@ -40,14 +42,14 @@ func TestProgressFollowsTheEventLog(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond).Should(Equal(ChangeCounts{Create: 1, Update: 1}))
 
 	// Half a line is not read until its newline comes.
-	line := preEvent("create", "c")
+	line := doneEvent("create", "c")
 	_, _ = f.WriteString(line[:20])
 	time.Sleep(100 * time.Millisecond)
 	pr, err := ReadProgress(progPath)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pr.ID).To(Equal("up-1"))
 	g.Expect(pr.Changes).To(Equal(ChangeCounts{Create: 1, Update: 1}))
-	_, _ = f.WriteString(line[20:] + "\n" + preEvent("delete", "d"))
+	_, _ = f.WriteString(line[20:] + "\n" + doneEvent("delete", "d"))
 
 	p.finish() // the last line, without its newline, counts too
 	pr, _ = ReadProgress(progPath)
@@ -61,7 +63,7 @@ func TestProgressWithoutFile(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "events.jsonl")
-	g.Expect(os.WriteFile(logPath, []byte(preEvent("create", "a")+"\n"), 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(logPath, []byte(doneEvent("create", "a")+"\n"), 0o600)).To(Succeed())
 	c := newEventCollector(false)
 	startProgress("up-1", "", &logTail{path: logPath}, c).finish()
 	g.Expect(c.counts()).To(Equal(ChangeCounts{Create: 1}))

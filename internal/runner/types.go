@@ -196,6 +196,11 @@ type Result struct {
 
 	// ClearedLocks counts the stale locks removed at Spec.StaleLock's request.
 	ClearedLocks int `json:"clearedLocks,omitempty"`
+	// Repairs says, one sentence each, what the runner repaired in a file://
+	// backend's state before the operation: an empty sidecar or a stale
+	// temporary file a killed write left (tornstate.go). Never a checkpoint;
+	// the controller records them in the history and an event.
+	Repairs []string `json:"repairs,omitempty"`
 	// ClaimedBy is the owner found in the stack tag when it is not Spec.Claim
 	// (ErrorClaimed).
 	ClaimedBy string `json:"claimedBy,omitempty"`
