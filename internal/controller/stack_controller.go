@@ -97,9 +97,12 @@ const (
 
 // reconcileState carries what earlier steps found to later ones.
 type reconcileState struct {
-	stack    *v1alpha1.Stack
-	patcher  *patch.SerialPatcher
-	revision string // resolved source revision, Flux format
+	stack   *v1alpha1.Stack
+	patcher *patch.SerialPatcher
+	// patchClient is the patcher's client (freshReads after refresh); nil
+	// is the reconciler's.
+	patchClient client.Client
+	revision    string // resolved source revision, Flux format
 	// fetch brings the resolved revision into the artifact cache; set by
 	// resolveSource for the Stack's source kind, called by ensureArtifact.
 	fetch    func(ctx context.Context) (artifact.Artifact, error)
@@ -176,6 +179,16 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
+}
+
+// rebase makes obj the base of the next status patch: it then writes what
+// differs from obj, which is what the API server may hold.
+func (st *reconcileState) rebase(r *StackReconciler, obj *v1alpha1.Stack) {
+	c := st.patchClient
+	if c == nil {
+		c = r.Client
+	}
+	st.patcher = patch.NewSerialPatcher(obj, c)
 }
 
 func scrubMsg(st *reconcileState, msg string) string {

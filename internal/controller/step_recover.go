@@ -199,8 +199,24 @@ func (r *StackReconciler) refresh(ctx context.Context, st *reconcileState) error
 		return nil
 	}
 	*st.stack = *fresh
-	st.patcher = patch.NewSerialPatcher(st.stack, r.Client)
+	st.patchClient = freshReads{Client: r.Client, reader: r.APIReader}
+	st.patcher = patch.NewSerialPatcher(st.stack, st.patchClient)
 	return nil
+}
+
+// freshReads is the client of the patcher once the Stack was read from the
+// API server (refresh): the patch helper reads the latest object to merge
+// the conditions into, and the cache, which was found behind, would give an
+// older one than the patch's base: its conditions conflict with the base,
+// or its resourceVersion fails the helper's optimistic lock, until the cache
+// catches up. Writes go to the client as before.
+type freshReads struct {
+	client.Client
+	reader client.Reader
+}
+
+func (c freshReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reader.Get(ctx, key, obj, opts...)
 }
 
 // replaceHistory updates the history entry with rec's ID, or adds rec.
