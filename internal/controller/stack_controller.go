@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -119,6 +120,10 @@ type reconcileState struct {
 	recovered *v1alpha1.OperationRecord
 	// operationStarted is set once an operation's start is recorded in status.
 	operationStarted bool
+	// drain is the context of the steps after an operation that ended
+	// during a shutdown (stepContext); drainCancel releases it.
+	drain       context.Context
+	drainCancel context.CancelFunc
 	// approved is the approved plan runUp applies (gateApproval).
 	approved *approvedPlan
 }
@@ -137,6 +142,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 
 	defer func() {
 		result, retErr = r.summarize(ctx, st, retErr)
+		st.endDrain()
 	}()
 
 	if !stack.DeletionTimestamp.IsZero() {
@@ -154,7 +160,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, nil
 	}
 
-	for _, step := range []stepFunc{
+	return r.runSteps(ctx, st, []stepFunc{
 		r.recoverInterrupted,
 		r.resolveSource,
 		r.checkDependencies,
@@ -169,9 +175,20 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.runUp,
 		r.publishOutputs,
 		r.checkDriftAfterUp,
-	} {
-		res, err := step(ctx, st)
+	})
+}
+
+// runSteps runs the steps in order until one is done or fails. The steps
+// after an operation that ended during a shutdown run on stepContext's
+// context; one of them that would start another operation ends the
+// reconcile without an error: the next controller decides again.
+func (r *StackReconciler) runSteps(ctx context.Context, st *reconcileState, steps []stepFunc) (ctrl.Result, error) {
+	for _, step := range steps {
+		res, err := step(st.stepContext(ctx), st)
 		if err != nil {
+			if st.operationStarted && errors.Is(err, ErrShuttingDown) {
+				break
+			}
 			return ctrl.Result{}, err
 		}
 		if res == stepDone {

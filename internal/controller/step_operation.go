@@ -33,7 +33,8 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 		}
 		return stepDone, err
 	}
-	r.keepInputs(ctx, st) // what a rollback to this revision applies (inputs_snapshot.go)
+	ctx = st.stepContext(ctx) // the up may have ended during a shutdown: what follows must land
+	r.keepInputs(ctx, st)     // what a rollback to this revision applies (inputs_snapshot.go)
 	stack := st.stack
 	if st.approved != nil {
 		r.planApplied(st, res)
@@ -128,6 +129,13 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 		// changes this Stack or releases the other's claim.
 		// (summarize records the Stalled event.)
 		return nil, claimedError(stack, st.inputs, res.ClaimedBy)
+	}
+	if endedByShutdown(ctx, &rec) {
+		// Not counted, no Warning: the controller, not the program, cut it
+		// short (ShutdownError).
+		r.recordf(stack, corev1.EventTypeNormal, v1alpha1.InterruptedReason, string(recType),
+			"%s %s of revision %s was cut short by the controller's shutdown; the next controller runs it again", recType, rec.ID, revision)
+		return nil, &ShutdownError{Err: fmt.Errorf("%s %s of revision %s was cut short by the controller's shutdown; it runs again when the controller is back", recType, rec.ID, revision)}
 	}
 	if typ != runner.OpDestroy {
 		stack.Status.Failures++
