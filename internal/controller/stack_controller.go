@@ -155,13 +155,18 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			return ctrl.Result{}, err
 		}
 	}
-	if stack.Spec.Suspend {
+	// Recovery comes before the suspend: an operation a dead controller left
+	// running would otherwise stay "running" for as long as the Stack is
+	// suspended (Ready Unknown, dependents waiting on it).
+	if _, err := r.recoverInterrupted(ctx, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.stack.Spec.Suspend {
 		log.FromContext(ctx).V(1).Info("suspended")
 		return ctrl.Result{}, nil
 	}
 
 	return r.runSteps(ctx, st, []stepFunc{
-		r.recoverInterrupted,
 		r.resolveSource,
 		r.checkDependencies,
 		r.resolveInputs,
