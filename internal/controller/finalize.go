@@ -65,6 +65,7 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	controllerutil.RemoveFinalizer(stack, v1alpha1.StackFinalizer)
 	r.inflight.forget(stack.UID)
 	r.forgetInputs(ctx, stack.UID)
+	r.outcomeLanded(stack.UID)
 	if r.Plans != nil {
 		_ = r.Plans.RemoveStack(stack.UID) // its plans can never be applied now
 	}

@@ -99,7 +99,7 @@ func TestDestroyRetryWait(t *testing.T) {
 	g.Expect(destroyRetryWait(stack(failed(10*time.Second), failed(time.Minute)), now)).To(Equal(110*time.Second), "doubled after the second")
 	g.Expect(destroyRetryWait(stack(failed(3*time.Minute), failed(5*time.Minute)), now)).To(BeZero(), "due")
 	running := v1alpha1.OperationRecord{Type: v1alpha1.OperationDestroy, Outcome: v1alpha1.OutcomeRunning}
-	g.Expect(destroyRetryWait(stack(running, failed(10*time.Second)), now)).To(Equal(50*time.Second))
+	g.Expect(destroyRetryWait(stack(running, failed(10*time.Second)), now)).To(Equal(50 * time.Second))
 	up := failed(time.Second)
 	up.Type = v1alpha1.OperationUp
 	g.Expect(destroyRetryWait(stack(up), now)).To(BeZero(), "no failed destroy yet")

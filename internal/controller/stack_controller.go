@@ -53,6 +53,9 @@ type StackReconciler struct {
 	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
 	// artifacts' file system, files are hard links, not copies.
 	WorkDir string
+	// OutcomesDir keeps the final status of an operation until the patch
+	// that carries it lands (outcome_store.go); "" keeps none.
+	OutcomesDir string
 	// InputsDir keeps the last applied inputs of each Stack with
 	// spec.rollback, encrypted (inputs_snapshot.go); "" keeps none.
 	InputsDir string
@@ -120,6 +123,8 @@ type reconcileState struct {
 	recovered *v1alpha1.OperationRecord
 	// operationStarted is set once an operation's start is recorded in status.
 	operationStarted bool
+	// lastStarted is the id of the last operation whose start is in status.
+	lastStarted string
 	// drain is the context of the steps after an operation that ended
 	// during a shutdown (stepContext); drainCancel releases it.
 	drain       context.Context

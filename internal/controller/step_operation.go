@@ -229,6 +229,9 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 // always returns a result: an executor failure becomes an internal failure.
 func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact, opts opOptions) *runner.Result {
 	st.operationStarted = true // its start is in status: its end must land (statusContext)
+	if typ != runner.OpOutputs {
+		st.lastStarted = id // (a read of the outputs records no start)
+	}
 	operationsRunning.Inc()
 	defer operationsRunning.Dec()
 	started := time.Now()

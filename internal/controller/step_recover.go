@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
@@ -139,6 +140,13 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 	op = stack.Status.CurrentOperation
 	if op == nil || r.inflight.running(stack.UID, op.ID) {
 		return stepContinue, nil // the cache was behind
+	}
+	if final, ok := r.pendingOutcomeOf(ctx, stack.UID, op.ID); ok {
+		// It ended, but the status patch that said so did not land: its
+		// whole outcome is put back, not only its record (outcome_store.go).
+		stack.Status = final
+		log.FromContext(ctx).Info("the final status of an operation had not reached the API server; it was restored from the data dir", "operation", op.ID)
+		return stepContinue, nil
 	}
 	if rec, ok := r.inflight.finishedHere(stack.UID, op.ID); ok {
 		// It ended here, but the status patch that said so did not land.

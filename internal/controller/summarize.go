@@ -32,13 +32,13 @@ const maxConditionMessage = 4096
 type outcomeKind int
 
 const (
-	outcomeOK        outcomeKind = iota // nothing failed
-	outcomeSuspended                    // spec.suspend
-	outcomeStalled                      // a StallingError: no retry until something changes
-	outcomeWaiting                      // a WaitingError: requeued, not a failure
-	outcomeFailed                       // anything else: retried with backoff
-	outcomeFinalized                    // the finalizer is gone: nothing to patch
-	outcomeInterrupted                  // a ShutdownError: the next controller goes on
+	outcomeOK          outcomeKind = iota // nothing failed
+	outcomeSuspended                      // spec.suspend
+	outcomeStalled                        // a StallingError: no retry until something changes
+	outcomeWaiting                        // a WaitingError: requeued, not a failure
+	outcomeFailed                         // anything else: retried with backoff
+	outcomeFinalized                      // the finalizer is gone: nothing to patch
+	outcomeInterrupted                    // a ShutdownError: the next controller goes on
 )
 
 // summary is what summarizeStatus decided; summarize acts on it.
@@ -68,6 +68,7 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 	}
 	patchCtx, cancel := statusContext(ctx, st)
 	defer cancel()
+	r.keepOutcome(ctx, st) // the whole outcome, should this patch fail (outcome_store.go)
 	if err := st.patcher.Patch(patchCtx, stack,
 		patch.WithOwnedConditions{Conditions: ownedConditions},
 		patch.WithFieldOwner("stackpilot-controller"),
@@ -77,6 +78,7 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 		}
 		return ctrl.Result{}, err
 	}
+	r.outcomeLanded(stack.UID)
 	recordStackState(stack)
 	return s.result, nil
 }
