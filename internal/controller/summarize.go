@@ -79,6 +79,7 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 		return ctrl.Result{}, err
 	}
 	r.outcomeLanded(stack.UID)
+	r.settleDataDir(ctx, stack)
 	recordStackState(stack)
 	return s.result, nil
 }
