@@ -34,6 +34,11 @@ func TestRolloutCancelIsNoFailure(t *testing.T) {
 	f.start(t, "--graceful-shutdown-timeout="+grace.String())
 	logOnFailure(t, f)
 	g.Expect(env.Client.Create(ctx, newAlert(f.ns, "ops", v1alpha1.ProviderGeneric, sink.URL()+"/ops", ""))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		var a v1alpha1.Alert
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "ops"}, &a)).To(Succeed())
+		g.Expect(conditions.IsReady(&a)).To(BeTrue())
+	}, time.Minute, 500*time.Millisecond).Should(Succeed())
 	stack := f.stack("rollout", func(s *v1alpha1.Stack) { s.Spec.RetryInterval = &metav1.Duration{Duration: time.Hour} })
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	key := client.ObjectKeyFromObject(stack)
