@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,14 +35,29 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	}
 	plan := planFinalize(finalizeInputOf(stack))
 	if plan.Destroy != nil {
+		if wait := destroyRetryWait(stack, time.Now()); wait > 0 {
+			// The Ready message is the failed destroy's own account.
+			return &WaitingError{Reason: v1alpha1.DestroyFailedReason,
+				Err: errors.New(conditions.GetMessage(stack, v1alpha1.ReadyCondition)), RequeueAfter: wait}
+		}
 		if err := r.destroy(ctx, st, *plan.Destroy); err != nil {
-			msg := scrubMsg(st, err.Error())
+			var down *ShutdownError
+			if errors.As(err, &down) {
+				return err // the next controller destroys it
+			}
 			next := afterDestroyFailure(reasonOf(err, ""), r.inputsGoneWithNamespace(ctx, stack, err))
 			if next == retryDestroy {
+				// Backed off like any failure: a destroy a protected
+				// resource refuses would otherwise run at every retryInterval.
+				failures := failedDestroys(stack)
+				st.requeueAfter = backoff(max(failures, 1), stack.GetRetryInterval(), stack.GetRequeueAfter())
+				err = fmt.Errorf("%w (%d failed destroy(s) in a row; retried in %s, or at once on a reconcile request or a spec change)",
+					err, failures, st.requeueAfter)
+				msg := scrubMsg(st, err.Error())
 				conditions.MarkFalse(stack, v1alpha1.ReadyCondition, v1alpha1.DestroyFailedReason, "%s", msg)
 				return transient(v1alpha1.DestroyFailedReason, err)
 			}
-			r.letGo(ctx, stack, next, msg)
+			r.letGo(ctx, stack, next, scrubMsg(st, err.Error()))
 		}
 	} else if plan.Note != "" {
 		log.FromContext(ctx).V(1).Info("finalizing without destroy", "why", plan.Note)
@@ -48,6 +65,7 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	controllerutil.RemoveFinalizer(stack, v1alpha1.StackFinalizer)
 	r.inflight.forget(stack.UID)
 	r.forgetInputs(ctx, stack.UID)
+	r.outcomeLanded(stack.UID)
 	if r.Plans != nil {
 		_ = r.Plans.RemoveStack(stack.UID) // its plans can never be applied now
 	}
@@ -186,6 +204,47 @@ func (r *StackReconciler) destroy(ctx context.Context, st *reconcileState, ref v
 		return err
 	}
 	return nil
+}
+
+// failedDestroys counts the destroys that failed in a row, newest first,
+// in the history (a deleted Stack runs nothing else).
+func failedDestroys(stack *v1alpha1.Stack) int64 {
+	var n int64
+	for _, h := range stack.Status.History {
+		if h.FinishedAt == nil {
+			continue
+		}
+		if h.Type != v1alpha1.OperationDestroy || h.Outcome == v1alpha1.OutcomeSucceeded {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// destroyRetryWait is how long the destroy of a deleted Stack still waits
+// after its last failure: spec.retryInterval, doubled per failure in a row
+// after the first, capped at spec.interval (backoff). A reconcile request,
+// or a spec change since the failure (say destroyOnDelete turned off), ends
+// the wait at once.
+func destroyRetryWait(stack *v1alpha1.Stack, now time.Time) time.Duration {
+	failures := failedDestroys(stack)
+	if failures == 0 || isRequested(stack) {
+		return 0
+	}
+	ready := conditions.Get(stack, v1alpha1.ReadyCondition)
+	if ready == nil || ready.Reason != v1alpha1.DestroyFailedReason || ready.ObservedGeneration != stack.Generation {
+		return 0
+	}
+	last := stack.Status.History[0]
+	for _, h := range stack.Status.History {
+		if h.FinishedAt != nil {
+			last = h
+			break
+		}
+	}
+	due := last.FinishedAt.Add(backoff(failures, stack.GetRetryInterval(), stack.GetRequeueAfter()))
+	return max(due.Sub(now), 0)
 }
 
 // appliedArtifact is the program of the last applied revision (see programAt).

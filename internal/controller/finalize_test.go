@@ -2,7 +2,9 @@ package controller
 
 import (
 	"testing"
+	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -72,4 +74,41 @@ func TestAfterDestroyFailure(t *testing.T) {
 			NewWithT(t).Expect(afterDestroyFailure(tc.reason, tc.namespaceGone)).To(Equal(tc.want))
 		})
 	}
+}
+
+// TestDestroyRetryWait (issue 21, item 24): a failed destroy of a deleted
+// Stack backs off like other failures, doubling per failure in a row; a
+// reconcile request or a spec change retries at once.
+func TestDestroyRetryWait(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	failed := func(ago time.Duration) v1alpha1.OperationRecord {
+		at := metav1.NewTime(now.Add(-ago))
+		return v1alpha1.OperationRecord{Type: v1alpha1.OperationDestroy, Outcome: v1alpha1.OutcomeFailed, FinishedAt: &at}
+	}
+	stack := func(history ...v1alpha1.OperationRecord) *v1alpha1.Stack {
+		s := &v1alpha1.Stack{}
+		s.Generation = 3
+		s.Spec.RetryInterval = &metav1.Duration{Duration: time.Minute}
+		s.Spec.Interval = metav1.Duration{Duration: time.Hour}
+		s.Status.History = history
+		conditions.MarkFalse(s, v1alpha1.ReadyCondition, v1alpha1.DestroyFailedReason, "destroy failed")
+		return s
+	}
+	g := NewWithT(t)
+	g.Expect(destroyRetryWait(stack(failed(10*time.Second)), now)).To(Equal(50*time.Second), "retryInterval after the first")
+	g.Expect(destroyRetryWait(stack(failed(10*time.Second), failed(time.Minute)), now)).To(Equal(110*time.Second), "doubled after the second")
+	g.Expect(destroyRetryWait(stack(failed(3*time.Minute), failed(5*time.Minute)), now)).To(BeZero(), "due")
+	running := v1alpha1.OperationRecord{Type: v1alpha1.OperationDestroy, Outcome: v1alpha1.OutcomeRunning}
+	g.Expect(destroyRetryWait(stack(running, failed(10*time.Second)), now)).To(Equal(50 * time.Second))
+	up := failed(time.Second)
+	up.Type = v1alpha1.OperationUp
+	g.Expect(destroyRetryWait(stack(up), now)).To(BeZero(), "no failed destroy yet")
+	g.Expect(failedDestroys(stack(failed(time.Second), up, failed(time.Hour)))).To(Equal(int64(1)), "in a row only")
+
+	requested := stack(failed(10 * time.Second))
+	requested.Annotations = map[string]string{v1alpha1.ReconcileRequestAnnotation: "now"}
+	g.Expect(destroyRetryWait(requested, now)).To(BeZero(), "a reconcile request retries at once")
+	changed := stack(failed(10 * time.Second))
+	changed.Generation++
+	g.Expect(destroyRetryWait(changed, now)).To(BeZero(), "so does a spec change")
 }

@@ -108,21 +108,32 @@ func (r *StackReconciler) writeInputs(ctx context.Context, uid types.UID, in *in
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	name := snapshotFile(in.Digest)
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return err
+	// The previous inputs stay until the status records this up
+	// (pruneInputs): should the controller die before, the up runs again,
+	// and if it fails then, its rollback needs them.
+	return os.Rename(tmp.Name(), filepath.Join(dir, snapshotFile(in.Digest)))
+}
+
+// pruneInputs removes every kept inputs file of a Stack but the one of
+// digest, the inputs status says were applied last (a rollback goes back to
+// those alone), once that status is in the API server (data_dir.go).
+func (r *StackReconciler) pruneInputs(ctx context.Context, uid types.UID, digest string) {
+	if r.InputsDir == "" || uid == "" || digest == "" {
+		return
 	}
-	// Only the newest is kept: a rollback goes back to the last applied inputs.
+	dir := filepath.Join(r.InputsDir, string(uid))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return err
+		return // none kept
 	}
+	keep := snapshotFile(digest)
 	for _, e := range entries {
-		if e.Name() != name {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+		if e.Name() != keep {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				log.FromContext(ctx).Error(err, "remove inputs kept of an older up")
+			}
 		}
 	}
-	return nil
 }
 
 // keptInputs reads the inputs kept for digest; errInputsNotKept when there

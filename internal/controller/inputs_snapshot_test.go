@@ -69,10 +69,12 @@ func TestInputsSnapshot(t *testing.T) {
 	_, err = other.keptInputs(ctx, "uid-1", in.Digest)
 	g.Expect(err).To(MatchError(ContainSubstring("cannot be decrypted")))
 
-	// The next successful up replaces it.
+	// The next successful up keeps its inputs beside the applied ones, and
+	// replaces them once the status records it (data_dir.go).
 	next := *in
 	next.Digest = "hmac-sha256:cccc"
 	r.keepInputs(ctx, &reconcileState{stack: stack, inputs: &next})
+	r.pruneInputs(ctx, "uid-1", next.Digest)
 	entries, _ = os.ReadDir(dir)
 	g.Expect(entries).To(HaveLen(1))
 	_, err = r.keptInputs(ctx, "uid-1", in.Digest)

@@ -57,7 +57,7 @@ type Config struct {
 
 // NewStackReconciler wires a reconciler to a manager's clients.
 func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) {
-	for _, d := range []string{"artifacts", "work", "pulumi-home", "inputs"} {
+	for _, d := range []string{"artifacts", "work", "pulumi-home", "inputs", "outcomes"} {
 		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
@@ -116,6 +116,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		Artifacts:               store,
 		WorkDir:                 filepath.Join(cfg.DataDir, "work"),
 		InputsDir:               filepath.Join(cfg.DataDir, "inputs"),
+		OutcomesDir:             filepath.Join(cfg.DataDir, "outcomes"),
 		Plans:                   plans,
 		Logs:                    logs,
 		PulumiHome:              filepath.Join(cfg.DataDir, "pulumi-home"),

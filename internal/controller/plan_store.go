@@ -130,6 +130,34 @@ func (s *PlanStore) Has(uid types.UID, id string) bool {
 	return true
 }
 
+// Prune removes every plan of the Stack but keep ("" keeps none), and any
+// staging directory: a plan is committed before the status patch that names
+// it, so a controller that dies in between leaves a plan no status names,
+// which nothing would ever remove. Call it once status is in the API server
+// and no preview runs (data_dir.go).
+func (s *PlanStore) Prune(uid types.UID, keep string) error {
+	if uid == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(s.stackDir(uid))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if keep != "" && e.Name() == keep {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.stackDir(uid), e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Remove deletes plan id (applied, replaced or dropped).
 func (s *PlanStore) Remove(uid types.UID, id string) error {
 	if !planIDPattern.MatchString(id) {

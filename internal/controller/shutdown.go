@@ -28,13 +28,64 @@ var ErrShuttingDown = errors.New("the controller is shutting down: operation not
 
 // startAllowed refuses to start an operation once the reconcile's context has
 // ended. This controller sets no reconcile timeout, so an ended context means
-// the manager is stopping.
+// the manager is stopping. A step's context after an operation that ended
+// during the shutdown (stepContext) refuses too.
 func startAllowed(ctx context.Context) error {
-	if ctx.Err() != nil {
+	if stopping(ctx) {
 		return ErrShuttingDown
 	}
 	return nil
 }
+
+// stopping is true once the manager is stopping: the reconcile's context
+// ended, or this is the context the steps after an operation got then.
+func stopping(ctx context.Context) bool {
+	return ctx.Err() != nil || ctx.Value(drainingKey{}) != nil
+}
+
+// drainingKey marks the context of the steps that finish an operation's
+// work while the controller stops (stepContext).
+type drainingKey struct{}
+
+// stepContext is the context for what follows an operation in this
+// reconcile. While the controller runs on, that is the reconcile's own. Once
+// the operation has ended during a shutdown, the reconcile's context is
+// gone, yet what the operation did must still be recorded whole: its inputs
+// kept for a rollback, its outputs published (else the next controller
+// waits out a publish backoff for a "context canceled"). So those steps get
+// a context of their own, bounded by FinalPatchTimeout, on which no other
+// operation starts (startAllowed).
+func (st *reconcileState) stepContext(ctx context.Context) context.Context {
+	if !st.operationStarted || ctx.Err() == nil {
+		return ctx
+	}
+	if st.drain == nil {
+		st.drain, st.drainCancel = context.WithTimeout(
+			context.WithValue(context.WithoutCancel(ctx), drainingKey{}, true), FinalPatchTimeout)
+	}
+	return st.drain
+}
+
+// endDrain releases stepContext's context, if one was made.
+func (st *reconcileState) endDrain() {
+	if st.drainCancel != nil {
+		st.drainCancel()
+	}
+}
+
+// ShutdownError says that the controller's shutdown cut an operation short:
+// Pulumi stopped cleanly when asked, or the runner was killed after the
+// cancel grace. It is no failure of the program: Ready is Unknown (the
+// outcome is not known until the operation runs again), no Warning event
+// is sent, the failure count stays, and the next controller runs the
+// operation again at once (lastInterrupted). Ready=False here would be a
+// failure to Alerts, and the apply after the restart a "recovery".
+type ShutdownError struct {
+	Err error
+}
+
+func (e *ShutdownError) Error() string { return e.Err.Error() }
+func (e *ShutdownError) Unwrap() error { return e.Err }
 
 // statusContext is the context of a reconcile's final status patch. Once the
 // start of an operation is in status, its end must be too, shutdown or not:
@@ -52,7 +103,14 @@ func statusContext(ctx context.Context, st *reconcileState) (context.Context, co
 // cancelledByShutdown is true for an operation that Pulumi stopped cleanly
 // because the controller is stopping (its reconcile's context ended).
 func cancelledByShutdown(ctx context.Context, res *runner.Result) bool {
-	return res.Outcome == runner.OutcomeCancelled && ctx.Err() != nil
+	return res.Outcome == runner.OutcomeCancelled && stopping(ctx)
+}
+
+// endedByShutdown is true for an operation whose record says the
+// controller cut it short (finishRecord) while the controller stops: Pulumi
+// cancelled it, or the runner was killed after its cancel grace.
+func endedByShutdown(ctx context.Context, rec *v1alpha1.OperationRecord) bool {
+	return stopping(ctx) && rec.Reason == v1alpha1.InterruptedReason
 }
 
 // lastInterrupted is true when the newest finished operation was cut short by

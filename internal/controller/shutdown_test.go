@@ -2,15 +2,19 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
+	"github.com/stackpilot/stackpilot/internal/notify"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
@@ -93,4 +97,74 @@ func TestCancelledByShutdownRunsAgainAtOnce(t *testing.T) {
 		LastAppliedInputsDigest: "d", LastAttemptedProgramDigest: "p2", LastAttemptedInputsDigest: "d", Failures: 1, LastAttemptFinished: now,
 		Interrupted: true, Now: now, RetryInterval: time.Hour, Interval: time.Hour}
 	g.Expect(decide(in).Action).To(Equal(ActionUp))
+}
+
+// TestStepsAfterAnUpEndedByShutdown (issue 21, item 20): the up ends while
+// the controller stops (its reconcile's context is gone). The steps after it
+// (publishing its outputs) run on a live context, bounded by
+// FinalPatchTimeout, on which no other operation starts; a step that would
+// start one ends the reconcile without an error.
+func TestStepsAfterAnUpEndedByShutdown(t *testing.T) {
+	g := NewWithT(t)
+	r := &StackReconciler{}
+	st := &reconcileState{stack: &v1alpha1.Stack{}}
+	defer st.endDrain()
+	ctx, stop := context.WithCancel(context.Background())
+	var publishErr, driftErr error
+	var publishDeadline time.Time
+	ran := 0
+	_, err := r.runSteps(ctx, st, []stepFunc{
+		func(ctx context.Context, st *reconcileState) (stepResult, error) {
+			st.operationStarted = true // the up ran...
+			stop()                     // ...and SIGTERM came while it did
+			return stepContinue, nil
+		},
+		func(ctx context.Context, st *reconcileState) (stepResult, error) { // publishOutputs
+			ran++
+			publishErr = ctx.Err()
+			publishDeadline, _ = ctx.Deadline()
+			return stepContinue, nil
+		},
+		func(ctx context.Context, st *reconcileState) (stepResult, error) { // checkDriftAfterUp
+			ran++
+			driftErr = startAllowed(ctx)
+			return stepDone, fmt.Errorf("drift check: %w", driftErr)
+		},
+	})
+	g.Expect(ran).To(Equal(2))
+	g.Expect(publishErr).NotTo(HaveOccurred(), "the outputs are published on a live context")
+	g.Expect(publishDeadline).To(BeTemporally("~", time.Now().Add(FinalPatchTimeout), FinalPatchTimeout/2), "bounded")
+	g.Expect(driftErr).To(MatchError(ErrShuttingDown), "no other operation starts")
+	g.Expect(err).NotTo(HaveOccurred(), "not starting it is no failure")
+
+	// Without an operation, a stopping reconcile keeps its ended context.
+	st = &reconcileState{stack: &v1alpha1.Stack{}}
+	g.Expect(st.stepContext(ctx).Err()).To(HaveOccurred())
+}
+
+// TestShutdownCancelIsNoFailure (issue 21, item 19): an up cut short by the
+// shutdown leaves Ready Unknown with reason Interrupted, not False with the
+// error class's reason: no Alert takes it for a failure, so the apply after
+// the restart is no "recovery".
+func TestShutdownCancelIsNoFailure(t *testing.T) {
+	g := NewWithT(t)
+	stack := &v1alpha1.Stack{}
+	stack.Generation = 2
+	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision main@sha1:a")
+	err := &ShutdownError{Err: errors.New("up u-1 of revision main@sha1:b was cut short by the controller's shutdown")}
+	s := summarizeStatus(stack, transient(v1alpha1.OperationFailedReason, err), time.Hour, func(m string) string { return m })
+	g.Expect(s.kind).To(Equal(outcomeInterrupted))
+	ready := conditions.Get(stack, v1alpha1.ReadyCondition)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionUnknown))
+	g.Expect(ready.Reason).To(Equal(v1alpha1.InterruptedReason))
+	g.Expect(ready.Message).To(ContainSubstring("cut short by the controller's shutdown"))
+	g.Expect(conditions.IsReconciling(stack)).To(BeTrue())
+	g.Expect(notify.Seed(stack).Failed).To(BeFalse(), "the next controller's Alerts do not start from a failure")
+
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	rec := &v1alpha1.OperationRecord{Reason: v1alpha1.InterruptedReason}
+	g.Expect(endedByShutdown(stopped, rec)).To(BeTrue())
+	g.Expect(endedByShutdown(context.Background(), rec)).To(BeFalse(), "a kill while the controller runs on is an interruption")
+	g.Expect(endedByShutdown(stopped, &v1alpha1.OperationRecord{Reason: v1alpha1.ProgramErrorReason})).To(BeFalse())
 }

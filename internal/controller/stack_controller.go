@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -52,6 +53,9 @@ type StackReconciler struct {
 	// WorkDir holds one work tree per operation (artifact.LinkTree): on the
 	// artifacts' file system, files are hard links, not copies.
 	WorkDir string
+	// OutcomesDir keeps the final status of an operation until the patch
+	// that carries it lands (outcome_store.go); "" keeps none.
+	OutcomesDir string
 	// InputsDir keeps the last applied inputs of each Stack with
 	// spec.rollback, encrypted (inputs_snapshot.go); "" keeps none.
 	InputsDir string
@@ -97,9 +101,12 @@ const (
 
 // reconcileState carries what earlier steps found to later ones.
 type reconcileState struct {
-	stack    *v1alpha1.Stack
-	patcher  *patch.SerialPatcher
-	revision string // resolved source revision, Flux format
+	stack   *v1alpha1.Stack
+	patcher *patch.SerialPatcher
+	// patchClient is the patcher's client (freshReads after refresh); nil
+	// is the reconciler's.
+	patchClient client.Client
+	revision    string // resolved source revision, Flux format
 	// fetch brings the resolved revision into the artifact cache; set by
 	// resolveSource for the Stack's source kind, called by ensureArtifact.
 	fetch    func(ctx context.Context) (artifact.Artifact, error)
@@ -116,6 +123,12 @@ type reconcileState struct {
 	recovered *v1alpha1.OperationRecord
 	// operationStarted is set once an operation's start is recorded in status.
 	operationStarted bool
+	// lastStarted is the id of the last operation whose start is in status.
+	lastStarted string
+	// drain is the context of the steps after an operation that ended
+	// during a shutdown (stepContext); drainCancel releases it.
+	drain       context.Context
+	drainCancel context.CancelFunc
 	// approved is the approved plan runUp applies (gateApproval).
 	approved *approvedPlan
 }
@@ -134,6 +147,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 
 	defer func() {
 		result, retErr = r.summarize(ctx, st, retErr)
+		st.endDrain()
 	}()
 
 	if !stack.DeletionTimestamp.IsZero() {
@@ -146,13 +160,18 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			return ctrl.Result{}, err
 		}
 	}
-	if stack.Spec.Suspend {
+	// Recovery comes before the suspend: an operation a dead controller left
+	// running would otherwise stay "running" for as long as the Stack is
+	// suspended (Ready Unknown, dependents waiting on it).
+	if _, err := r.recoverInterrupted(ctx, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.stack.Spec.Suspend {
 		log.FromContext(ctx).V(1).Info("suspended")
 		return ctrl.Result{}, nil
 	}
 
-	for _, step := range []stepFunc{
-		r.recoverInterrupted,
+	return r.runSteps(ctx, st, []stepFunc{
 		r.resolveSource,
 		r.checkDependencies,
 		r.resolveInputs,
@@ -166,9 +185,20 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.runUp,
 		r.publishOutputs,
 		r.checkDriftAfterUp,
-	} {
-		res, err := step(ctx, st)
+	})
+}
+
+// runSteps runs the steps in order until one is done or fails. The steps
+// after an operation that ended during a shutdown run on stepContext's
+// context; one of them that would start another operation ends the
+// reconcile without an error: the next controller decides again.
+func (r *StackReconciler) runSteps(ctx context.Context, st *reconcileState, steps []stepFunc) (ctrl.Result, error) {
+	for _, step := range steps {
+		res, err := step(st.stepContext(ctx), st)
 		if err != nil {
+			if st.operationStarted && errors.Is(err, ErrShuttingDown) {
+				break
+			}
 			return ctrl.Result{}, err
 		}
 		if res == stepDone {
@@ -176,6 +206,16 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
+}
+
+// rebase makes obj the base of the next status patch: it then writes what
+// differs from obj, which is what the API server may hold.
+func (st *reconcileState) rebase(r *StackReconciler, obj *v1alpha1.Stack) {
+	c := st.patchClient
+	if c == nil {
+		c = r.Client
+	}
+	st.patcher = patch.NewSerialPatcher(obj, c)
 }
 
 func scrubMsg(st *reconcileState, msg string) string {

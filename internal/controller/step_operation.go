@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,7 +33,8 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 		}
 		return stepDone, err
 	}
-	r.keepInputs(ctx, st) // what a rollback to this revision applies (inputs_snapshot.go)
+	ctx = st.stepContext(ctx) // the up may have ended during a shutdown: what follows must land
+	r.keepInputs(ctx, st)     // what a rollback to this revision applies (inputs_snapshot.go)
 	stack := st.stack
 	if st.approved != nil {
 		r.planApplied(st, res)
@@ -103,27 +105,8 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 		Plan:       opts.planID,
 		ApprovedBy: cutUTF8(opts.approvedBy, 253),
 	}
-	stack.Status.CurrentOperation = rec.DeepCopy()
-	stack.Status.PushHistory(rec)
-	if typ != runner.OpDestroy {
-		// A new program or new inputs start their own backoff; a new revision
-		// with the same program (a commit elsewhere in a monorepo) does not.
-		if st.programDigest != stack.Status.LastAttemptedProgramDigest || st.inputs.Digest != stack.Status.LastAttemptedInputsDigest {
-			stack.Status.Failures = 0
-		}
-		stack.Status.LastAttemptedRevision = revision
-		stack.Status.LastAttemptedProgramDigest = st.programDigest
-		stack.Status.LastAttemptedInputsDigest = st.inputs.Digest
-	}
-	if typ == runner.OpUp {
-		// An up that fails part-way may leave resources: a destroy on deletion
-		// needs this program even if no up ever succeeds.
-		stack.Status.LastAttemptedArtifact = &v1alpha1.ArtifactReference{Revision: revision, Digest: art.Digest}
-	}
-	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running %s %s of revision %s", recType, rec.ID, revision)
-	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Running %s of revision %s", recType, revision)
-	if err := st.patcher.Patch(ctx, stack); err != nil {
-		return nil, transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of %s: %w", typ, err))
+	if err := r.recordStart(ctx, st, rec, typ, art); err != nil {
+		return nil, err
 	}
 	r.inflight.start(stack.UID, rec.ID)
 	// The final record is remembered: until the status patch that carries it
@@ -148,6 +131,13 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 		// (summarize records the Stalled event.)
 		return nil, claimedError(stack, st.inputs, res.ClaimedBy)
 	}
+	if endedByShutdown(ctx, &rec) {
+		// Not counted, no Warning: the controller, not the program, cut it
+		// short (ShutdownError).
+		r.recordf(stack, corev1.EventTypeNormal, v1alpha1.InterruptedReason, string(recType),
+			"%s %s of revision %s was cut short by the controller's shutdown; the next controller runs it again", recType, rec.ID, revision)
+		return nil, &ShutdownError{Err: fmt.Errorf("%s %s of revision %s was cut short by the controller's shutdown; it runs again when the controller is back", recType, rec.ID, revision)}
+	}
 	if typ != runner.OpDestroy {
 		stack.Status.Failures++
 		st.requeueAfter = backoff(stack.Status.Failures, stack.GetRetryInterval(), stack.GetRequeueAfter())
@@ -156,6 +146,48 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 	msg := fmt.Sprintf("%s %s of revision %s failed: %s", recType, rec.ID, revision, rec.Message)
 	r.event(stack, corev1.EventTypeWarning, reason, string(recType), msg)
 	return nil, transient(reason, fmt.Errorf("%s", msg))
+}
+
+// recordStart puts the start of operation rec in status before it runs (its
+// running record in the history and in status.currentOperation, the
+// attempted revision, Ready Unknown), so that a crash leaves a trace. When
+// that patch fails nothing is started, and nothing of it stays.
+func (r *StackReconciler) recordStart(ctx context.Context, st *reconcileState, rec v1alpha1.OperationRecord, typ runner.OperationType, art artifact.Artifact) error {
+	stack := st.stack
+	before := stack.DeepCopy()
+	stack.Status.CurrentOperation = rec.DeepCopy()
+	stack.Status.PushHistory(rec)
+	if typ != runner.OpDestroy {
+		// A new program or new inputs start their own backoff; a new revision
+		// with the same program (a commit elsewhere in a monorepo) does not.
+		if st.programDigest != stack.Status.LastAttemptedProgramDigest || st.inputs.Digest != stack.Status.LastAttemptedInputsDigest {
+			stack.Status.Failures = 0
+		}
+		stack.Status.LastAttemptedRevision = rec.Revision
+		stack.Status.LastAttemptedProgramDigest = st.programDigest
+		stack.Status.LastAttemptedInputsDigest = st.inputs.Digest
+	}
+	if typ == runner.OpUp {
+		// An up that fails part-way may leave resources: a destroy on deletion
+		// needs this program even if no up ever succeeds.
+		stack.Status.LastAttemptedArtifact = &v1alpha1.ArtifactReference{Revision: rec.Revision, Digest: art.Digest}
+	}
+	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running %s %s of revision %s", rec.Type, rec.ID, rec.Revision)
+	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Running %s of revision %s", rec.Type, rec.Revision)
+	// The conditions are ours: they win over what the API server holds (its
+	// Ready may be newer than the patch's base, see freshReads), as in the
+	// preview's and the drift check's start patches.
+	if err := st.patcher.Patch(ctx, stack, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+		// Part of the patch may have landed (the conditions are patched
+		// apart from the rest of the status): the reconcile's final patch
+		// takes the start back, or the next reconcile would find an
+		// operation that never ran and record it interrupted.
+		attempted := stack.DeepCopy()
+		stack.Status = *before.Status.DeepCopy()
+		st.rebase(r, attempted)
+		return transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of %s: %w", typ, err))
+	}
+	return nil
 }
 
 // finishRecord completes rec from the operation's result and puts it in the
@@ -198,6 +230,9 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 // always returns a result: an executor failure becomes an internal failure.
 func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact, opts opOptions) *runner.Result {
 	st.operationStarted = true // its start is in status: its end must land (statusContext)
+	if typ != runner.OpOutputs {
+		st.lastStarted = id // (a read of the outputs records no start)
+	}
 	operationsRunning.Inc()
 	defer operationsRunning.Dec()
 	started := time.Now()

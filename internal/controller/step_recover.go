@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
@@ -140,6 +141,13 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 	if op == nil || r.inflight.running(stack.UID, op.ID) {
 		return stepContinue, nil // the cache was behind
 	}
+	if final, ok := r.pendingOutcomeOf(ctx, stack.UID, op.ID); ok {
+		// It ended, but the status patch that said so did not land: its
+		// whole outcome is put back, not only its record (outcome_store.go).
+		stack.Status = final
+		log.FromContext(ctx).Info("the final status of an operation had not reached the API server; it was restored from the data dir", "operation", op.ID)
+		return stepContinue, nil
+	}
 	if rec, ok := r.inflight.finishedHere(stack.UID, op.ID); ok {
 		// It ended here, but the status patch that said so did not land.
 		replaceHistory(stack, rec)
@@ -199,8 +207,24 @@ func (r *StackReconciler) refresh(ctx context.Context, st *reconcileState) error
 		return nil
 	}
 	*st.stack = *fresh
-	st.patcher = patch.NewSerialPatcher(st.stack, r.Client)
+	st.patchClient = freshReads{Client: r.Client, reader: r.APIReader}
+	st.patcher = patch.NewSerialPatcher(st.stack, st.patchClient)
 	return nil
+}
+
+// freshReads is the client of the patcher once the Stack was read from the
+// API server (refresh): the patch helper reads the latest object to merge
+// the conditions into, and the cache, which was found behind, would give an
+// older one than the patch's base: its conditions conflict with the base,
+// or its resourceVersion fails the helper's optimistic lock, until the cache
+// catches up. Writes go to the client as before.
+type freshReads struct {
+	client.Client
+	reader client.Reader
+}
+
+func (c freshReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reader.Get(ctx, key, obj, opts...)
 }
 
 // replaceHistory updates the history entry with rec's ID, or adds rec.

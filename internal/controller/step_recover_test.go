@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -175,4 +177,30 @@ func TestCacheFromBeforeTheOperationIsRefreshed(t *testing.T) {
 	g.Expect(st.stack.Status.History[0].ID).To(Equal(final.ID))
 	g.Expect(st.stack.Status.History[0].Outcome).To(Equal(v1alpha1.OutcomeSucceeded))
 	g.Expect(r.inflight.cacheBehind(st.stack)).To(BeFalse())
+}
+
+// TestSuspendedStackRecoversItsInterruptedOperation (issue 21, item 22): a
+// Stack suspended while its controller was dead still has its unfinished
+// operation recorded as interrupted, not frozen "running" for as long as it
+// is suspended.
+func TestSuspendedStackRecoversItsInterruptedOperation(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	r, cached, _ := recoverFixture(t)
+	putStatus(t, r.Client, cached) // the API server too has the up running
+	stack := &v1alpha1.Stack{}
+	g.Expect(r.Client.Get(ctx, client.ObjectKeyFromObject(cached), stack)).To(Succeed())
+	stack.Finalizers = []string{v1alpha1.StackFinalizer}
+	stack.Spec.Suspend = true
+	g.Expect(r.Client.Update(ctx, stack)).To(Succeed())
+
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stack)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Client.Get(ctx, client.ObjectKeyFromObject(stack), stack)).To(Succeed())
+	g.Expect(stack.Status.CurrentOperation).To(BeNil(), "no phantom operation")
+	g.Expect(stack.Status.History[0].Outcome).To(Equal(v1alpha1.OutcomeInterrupted))
+	ready := conditions.Get(stack, v1alpha1.ReadyCondition)
+	g.Expect(ready).NotTo(BeNil())
+	g.Expect(ready.Status).NotTo(Equal(metav1.ConditionUnknown))
+	g.Expect(ready.Reason).To(Equal(v1alpha1.InterruptedReason))
 }

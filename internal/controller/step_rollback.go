@@ -150,6 +150,7 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
 	st.inputs, st.programDigest = &run, stack.Status.LastAppliedProgramDigest
 	res, opErr := r.operateWith(ctx, st, runner.OpUp, art, restoredRevision, opOptions{record: v1alpha1.OperationRollback})
+	ctx = st.stepContext(ctx) // it may have ended during a shutdown: its publish must land
 	st.inputs, st.programDigest = current, currentProgram
 	if restored != current {
 		current.secrets = append(current.secrets, restored.secrets...)

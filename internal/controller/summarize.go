@@ -32,12 +32,13 @@ const maxConditionMessage = 4096
 type outcomeKind int
 
 const (
-	outcomeOK        outcomeKind = iota // nothing failed
-	outcomeSuspended                    // spec.suspend
-	outcomeStalled                      // a StallingError: no retry until something changes
-	outcomeWaiting                      // a WaitingError: requeued, not a failure
-	outcomeFailed                       // anything else: retried with backoff
-	outcomeFinalized                    // the finalizer is gone: nothing to patch
+	outcomeOK          outcomeKind = iota // nothing failed
+	outcomeSuspended                      // spec.suspend
+	outcomeStalled                        // a StallingError: no retry until something changes
+	outcomeWaiting                        // a WaitingError: requeued, not a failure
+	outcomeFailed                         // anything else: retried with backoff
+	outcomeFinalized                      // the finalizer is gone: nothing to patch
+	outcomeInterrupted                    // a ShutdownError: the next controller goes on
 )
 
 // summary is what summarizeStatus decided; summarize acts on it.
@@ -67,6 +68,7 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 	}
 	patchCtx, cancel := statusContext(ctx, st)
 	defer cancel()
+	r.keepOutcome(ctx, st) // the whole outcome, should this patch fail (outcome_store.go)
 	if err := st.patcher.Patch(patchCtx, stack,
 		patch.WithOwnedConditions{Conditions: ownedConditions},
 		patch.WithFieldOwner("stackpilot-controller"),
@@ -76,6 +78,8 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 		}
 		return ctrl.Result{}, err
 	}
+	r.outcomeLanded(stack.UID)
+	r.settleDataDir(ctx, stack)
 	recordStackState(stack)
 	return s.result, nil
 }
@@ -95,6 +99,7 @@ func summarizeStatus(stack *v1alpha1.Stack, recErr error, requeueAfter time.Dura
 	typed := outermostTyped(recErr)
 	stall, _ := typed.(*StallingError)
 	wait, _ := typed.(*WaitingError)
+	var down *ShutdownError
 	orRetry := func(d time.Duration) time.Duration {
 		if d > 0 {
 			return d
@@ -118,6 +123,15 @@ func summarizeStatus(stack *v1alpha1.Stack, recErr error, requeueAfter time.Dura
 			return summary{kind: outcomeOK, result: ctrl.Result{RequeueAfter: requeueAfter}}
 		}
 		return summary{kind: outcomeOK, result: ctrl.Result{RequeueAfter: stack.GetRequeueAfter()}, atInterval: true}
+	case errors.As(recErr, &down):
+		// Neither a failure nor a result: Ready is not known until the
+		// operation runs again, at once, under the next controller.
+		m := msg(down)
+		conditions.Delete(stack, v1alpha1.StalledCondition)
+		conditions.MarkReconciling(stack, v1alpha1.InterruptedReason, "%s", m)
+		conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.InterruptedReason, "%s", m)
+		return summary{kind: outcomeInterrupted, reason: v1alpha1.InterruptedReason, message: m,
+			result: ctrl.Result{RequeueAfter: time.Second}}
 	case stall != nil:
 		m := msg(stall)
 		conditions.MarkStalled(stack, stall.Reason, "%s", m)
@@ -166,6 +180,8 @@ func logOutcome(ctx context.Context, stack *v1alpha1.Stack, s summary) {
 		l.Error(errors.New(s.message), "reconcile failed", "retryIn", s.result.RequeueAfter.String())
 	case outcomeStalled:
 		l.Info("reconcile stalled", "message", s.message, "retryIn", s.result.RequeueAfter.String())
+	case outcomeInterrupted:
+		l.Info("operation cut short by the shutdown", "message", s.message)
 	case outcomeWaiting:
 		l.Info("reconcile waiting", "message", s.message, "retryIn", s.result.RequeueAfter.String())
 	}
