@@ -177,8 +177,9 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
-	r.driftAfterApply(st, res, restoredRevision) // the check it makes due runs with the restored inputs (driftAtApplied)
-	_, _ = r.publishOutputs(ctx, st)             // a failure is OutputsPublished's to report
+	// The drift check it makes due runs with the restored inputs (driftAtApplied).
+	r.driftAfterApply(st, res, restoredRevision)
+	_, _ = r.publishOutputs(ctx, st) // a failure is OutputsPublished's to report
 	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
 		requeueBy(st, stack, time.Until(r.scheduleDrift(ctx, stack, time.Now(), false)))
 	}
