@@ -53,6 +53,9 @@ type decideInput struct {
 	Requested   bool // a person asked for a reconcile now (annotation changed)
 	// LastAttemptRemediate: the newest finished attempt was a remediate.
 	LastAttemptRemediate bool
+	// RemediateOff: the newest finished attempt is a remediate that did not
+	// succeed, and spec.driftDetection.mode is no longer Remediate.
+	RemediateOff bool
 
 	// RollbackAfter is spec.rollback's afterFailures, 0 when rollback is off.
 	RollbackAfter int64
@@ -102,6 +105,9 @@ func decide(in decideInput) decision {
 	if d, ok := decideRollback(in); ok {
 		return d
 	}
+	if d, ok := decideRemediateOff(in); ok {
+		return d
+	}
 	d := decideApply(in)
 	if d.Action == ActionUp && in.LastAttemptRemediate &&
 		in.ProgramDigest == in.LastAppliedProgramDigest && in.InputsDigest == in.LastAppliedInputsDigest {
@@ -109,6 +115,23 @@ func decide(in decideInput) decision {
 		d.Why = strings.Replace(d.Why, "operation", "remediate", 1)
 	}
 	return d
+}
+
+// decideRemediateOff stops a failing remediate once remediation is turned
+// off: its program and inputs are the applied ones, so there is nothing to
+// apply, and retrying it would go on forcing the program's values back
+// (`up --refresh` with Server-Side Apply force) against the mode the spec
+// now asks for. The drift stays reported (Drifted) by the checks of the mode
+// now set.
+func decideRemediateOff(in decideInput) (decision, bool) {
+	if !in.RemediateOff || in.ProgramDigest != in.LastAppliedProgramDigest || in.InputsDigest != in.LastAppliedInputsDigest {
+		return decision{}, false // a newer change runs as any change does
+	}
+	const why = "remediation is off (spec.driftDetection.mode is not Remediate): the failed remediate is not retried"
+	if in.Revision != in.LastAppliedRevision {
+		return decision{Action: ActionSkip, Why: why}, true
+	}
+	return decision{Action: ActionNone, Why: why}, true
 }
 
 // decideRollback applies spec.rollback: the up of a new change (a program or

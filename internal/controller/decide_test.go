@@ -46,6 +46,23 @@ func TestDecide(t *testing.T) {
 		{name: "failed remediate, then new inputs: up", base: applied, mutate: func(in *decideInput) {
 			in.Failures, in.LastAttemptRemediate, in.InputsDigest = 1, true, "sha256:3"
 		}, want: ActionUp},
+		// Turning remediation off (mode Detect or Disabled) stops a failing
+		// remediate: its program and inputs are the applied ones.
+		{name: "failed remediate, remediation turned off: nothing", base: applied, mutate: func(in *decideInput) {
+			in.Failures, in.RemediateOff, in.LastAttemptFinished = 1, true, now.Add(-time.Hour)
+		}, want: ActionNone},
+		{name: "failed remediate, remediation turned off, requested: nothing", base: applied, mutate: func(in *decideInput) {
+			in.Failures, in.RemediateOff, in.Requested = 3, true, true
+		}, want: ActionNone},
+		{name: "interrupted remediate, remediation turned off: nothing", base: applied, mutate: func(in *decideInput) {
+			in.Interrupted, in.Failures, in.RemediateOff = true, 1, true
+		}, want: ActionNone},
+		{name: "failed remediate, remediation turned off, new revision with the same program: skipped", base: applied, mutate: func(in *decideInput) {
+			in.Failures, in.RemediateOff, in.Revision = 1, true, "main@sha1:c"
+		}, want: ActionSkip},
+		{name: "failed remediate, remediation turned off, then new inputs: up", base: applied, mutate: func(in *decideInput) {
+			in.Failures, in.RemediateOff, in.InputsDigest = 1, true, "sha256:3"
+		}, want: ActionUp},
 		{name: "first apply", base: decideInput{Revision: "main@sha1:a", ProgramDigest: "sha256:p1", InputsDigest: "sha256:1", Now: now}, want: ActionUp},
 		{name: "new revision, same program: skipped", base: applied, mutate: func(in *decideInput) { in.Revision = "main@sha1:c" }, want: ActionSkip},
 		{name: "new revision, program changed", base: applied, mutate: func(in *decideInput) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,9 @@ type approvedPlan struct {
 // (spec.approval.mode Manual), or for ever (PreviewOnly). A change without a
 // plan is previewed, and the plan is kept (PlanStore) and shown in
 // status.pendingPlan; a plan made for another revision, program or inputs is
-// replaced, so that an approval never applies a change it did not see. Only
+// replaced, so that an approval never applies a change it did not see (a
+// new revision whose program and inputs are those of the plan is no other
+// change: the plan stays, as decide skips such a revision). Only
 // the ups of new changes pass here: a drift remediate and a rollback put back
 // what was applied before, and are not gated.
 func (r *StackReconciler) gateApproval(ctx context.Context, st *reconcileState) (stepResult, error) {
@@ -65,9 +68,10 @@ func (r *StackReconciler) gateApproval(ctx context.Context, st *reconcileState) 
 // planOutdated says why the pending plan is not the plan of the change at
 // hand, or "" when it is.
 func (r *StackReconciler) planOutdated(st *reconcileState, p *v1alpha1.PendingPlan, mode v1alpha1.ApprovalMode) string {
+	// Not the revision: in a monorepo a commit elsewhere in the repository
+	// is a new revision with the same program (decide's rule), and the plan
+	// of that program with those inputs is still the one to approve.
 	switch {
-	case p.Revision != st.revision:
-		return "the source is at revision " + st.revision + " now"
 	case p.ProgramDigest != st.programDigest:
 		return "the program changed"
 	case p.InputsDigest != st.inputs.Digest:
@@ -106,8 +110,23 @@ func (r *StackReconciler) awaitApproval(ctx context.Context, st *reconcileState,
 		return stepDone, r.driftIfDue(ctx, st, false)
 	}
 	st.approved = &approvedPlan{id: p.ID, file: r.Plans.PlanFile(stack.UID, p.ID), by: by}
-	r.recordf(stack, corev1.EventTypeNormal, planApprovedEvent, "Approve", "plan %s of revision %s approved by %s", p.ID, p.Revision, by)
+	if !approvedRetry(stack, p.ID) {
+		r.recordf(stack, corev1.EventTypeNormal, planApprovedEvent, "Approve", "plan %s of revision %s approved by %s", p.ID, p.Revision, by)
+	}
+	conditions.MarkTrue(stack, v1alpha1.PlanPendingCondition, planApprovedReason,
+		"Plan %s of revision %s, approved by %s, is being applied", p.ID, p.Revision, by)
 	return stepContinue, nil
+}
+
+// planApprovedReason is PlanPending's reason while an approved plan is
+// applied, or retried after its up failed: it waits for no one.
+const planApprovedReason = "Approved"
+
+// approvedRetry is true when PlanPending already says that plan id is
+// approved: this up retries it, and the approval was told once.
+func approvedRetry(stack *v1alpha1.Stack, id string) bool {
+	c := conditions.Get(stack, v1alpha1.PlanPendingCondition)
+	return c != nil && c.Reason == planApprovedReason && strings.HasPrefix(c.Message, "Plan "+id+" ")
 }
 
 // appliedPlan is true when an up in the history applied plan id: an approval
@@ -202,9 +221,19 @@ func (r *StackReconciler) planApplied(st *reconcileState, res *runner.Result) {
 // changed since the preview, so the retry previews again, and that new plan
 // needs its own approval. A plan whose up failed otherwise (a backend down,
 // a lock) stays approved: its retry can still apply no more than the plan.
+//
+// Either way PlanPending no longer says that the plan waits for approval: it
+// was approved, and what waits is the retry of its up.
 func (r *StackReconciler) planFailed(st *reconcileState, err error) {
 	stack, a := st.stack, st.approved
-	if reasonOf(err, "") != v1alpha1.PlanInvalidReason || stack.Status.PendingPlan == nil {
+	if stack.Status.PendingPlan == nil {
+		return
+	}
+	if reasonOf(err, "") != v1alpha1.PlanInvalidReason {
+		p := stack.Status.PendingPlan
+		conditions.MarkTrue(stack, v1alpha1.PlanPendingCondition, planApprovedReason,
+			"Plan %s of revision %s, approved by %s, is not applied yet: its up failed (%s), and is retried with the failure backoff; the approval stands",
+			p.ID, p.Revision, a.by, reasonOf(err, v1alpha1.OperationFailedReason))
 		return
 	}
 	r.dropPlan(stack, stack.Status.PendingPlan)

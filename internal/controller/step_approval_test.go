@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -23,7 +25,6 @@ func TestPlanOutdated(t *testing.T) {
 	p := func(rev, prog, in, id string) *v1alpha1.PendingPlan {
 		return &v1alpha1.PendingPlan{ID: id, Revision: rev, ProgramDigest: prog, InputsDigest: in}
 	}
-	g.Expect(r.planOutdated(st, p("main@sha1:a", "sha256:p", "hmac:i", "plan-1"), v1alpha1.ApprovalManual)).To(ContainSubstring("revision main@sha1:b"))
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:q", "hmac:i", "plan-1"), v1alpha1.ApprovalManual)).To(Equal("the program changed"))
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:p", "hmac:j", "plan-1"), v1alpha1.ApprovalManual)).To(Equal("the inputs changed"))
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:p", "hmac:i", "plan-9"), v1alpha1.ApprovalManual)).To(ContainSubstring("files are not"))
@@ -36,6 +37,11 @@ func TestPlanOutdated(t *testing.T) {
 	g.Expect(writeFile(file)).To(Succeed())
 	g.Expect(store.Commit(stack.UID, manual)).To(Succeed())
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:p", "hmac:i", "plan-3"), v1alpha1.ApprovalManual)).To(BeEmpty(), "the plan of the change at hand")
+	// The monorepo rule: a commit elsewhere in the repository is a new
+	// revision with the same program and inputs, and the plan still is the
+	// plan of the change at hand.
+	g.Expect(r.planOutdated(st, p("main@sha1:a", "sha256:p", "hmac:i", "plan-3"), v1alpha1.ApprovalManual)).To(BeEmpty(), "a new revision with the same program and inputs")
+	g.Expect(r.planOutdated(st, p("main@sha1:a", "sha256:q", "hmac:i", "plan-3"), v1alpha1.ApprovalManual)).To(Equal("the program changed"))
 }
 
 func TestApprovalChangedPredicate(t *testing.T) {
@@ -61,4 +67,28 @@ func TestAppliedPlan(t *testing.T) {
 	}}}
 	g.Expect(appliedPlan(stack, "plan-1")).To(BeTrue())
 	g.Expect(appliedPlan(stack, "plan-2")).To(BeFalse(), "previewed, not applied: a stale approval")
+}
+
+// TestPlanFailedKeepsApproval: after the up of an approved plan fails (not
+// because the plan is no longer valid), PlanPending no longer says that the
+// plan waits for approval: the approval stands, the up is retried.
+func TestPlanFailedKeepsApproval(t *testing.T) {
+	g := NewWithT(t)
+	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1"}}
+	p := &v1alpha1.PendingPlan{ID: "plan-1", Revision: "main@sha1:b"}
+	stack.Status.PendingPlan = p
+	markAwaitingApproval(stack, p, "")
+	st := &reconcileState{stack: stack, approved: &approvedPlan{id: "plan-1", by: "alice"}}
+	r := &StackReconciler{}
+
+	r.planFailed(st, transient(v1alpha1.ProgramErrorReason, errors.New("boom")))
+	c := conditions.Get(stack, v1alpha1.PlanPendingCondition)
+	g.Expect(c).NotTo(BeNil())
+	g.Expect(c.Reason).To(Equal(planApprovedReason))
+	g.Expect(c.Message).NotTo(ContainSubstring("waits for approval"))
+	g.Expect(c.Message).To(ContainSubstring("approved by alice"))
+	g.Expect(c.Message).To(ContainSubstring(v1alpha1.ProgramErrorReason))
+	g.Expect(stack.Status.PendingPlan).To(Equal(p), "the approved plan stays, for the retry")
+	g.Expect(approvedRetry(stack, "plan-1")).To(BeTrue(), "the retry announces no second approval")
+	g.Expect(approvedRetry(stack, "plan-10")).To(BeFalse())
 }

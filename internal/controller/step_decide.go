@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
@@ -31,7 +32,10 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 	if err := stackChanged(stack, st.inputs); err != nil {
 		return stepDone, err
 	}
-	remediateFailing := lastAttemptType(stack) == v1alpha1.OperationRemediate && stack.Status.Failures > 0
+	// A failing remediate is retried only while remediation is on: turning
+	// the mode to Detect or Disabled stops it (decideRemediateOff).
+	remediating := stack.GetDriftMode() == v1alpha1.DriftRemediate
+	remediateFailing := remediating && lastAttemptType(stack) == v1alpha1.OperationRemediate && stack.Status.Failures > 0
 	in := decideInput{
 		Revision:                   st.revision,
 		ProgramDigest:              st.programDigest,
@@ -48,12 +52,16 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		// it is one to retry a failed remediate.
 		Requested:            isRequested(stack) && (!driftRequested(stack) || remediateFailing),
 		LastAttemptRemediate: remediateFailing,
+		RemediateOff:         !remediating && lastRemediateUnfinished(stack),
 		Now:                  time.Now(),
 		RetryInterval:        stack.GetRetryInterval(),
 		Interval:             stack.GetRequeueAfter(),
 	}
 	rollbackInput(stack, st, &in)
 	st.decision = decide(in)
+	if in.RemediateOff && stack.Status.Failures > 0 && (st.decision.Action == ActionNone || st.decision.Action == ActionSkip) {
+		r.remediateStopped(stack)
+	}
 	if a := st.decision.Action; a == ActionNone || a == ActionSkip {
 		r.settlePlan(st)
 	}
@@ -100,6 +108,27 @@ func lastAttemptFinished(stack *v1alpha1.Stack) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// lastRemediateUnfinished is true when the newest finished attempt (drift
+// checks and skips left out) is a remediate that failed or was interrupted.
+func lastRemediateUnfinished(stack *v1alpha1.Stack) bool {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt != nil && h.Type != v1alpha1.OperationDriftCheck && h.Outcome != v1alpha1.OutcomeSkipped {
+			return h.Type == v1alpha1.OperationRemediate && h.Outcome != v1alpha1.OutcomeSucceeded
+		}
+	}
+	return false
+}
+
+// remediateStopped ends the failure run of a remediate that remediation,
+// turned off, no longer retries: the applied revision is what the Stack
+// applies, so it is Ready again (decide's ActionNone), with no failure left
+// to back off from. Said once, in an event: the count is 0 afterwards.
+func (r *StackReconciler) remediateStopped(stack *v1alpha1.Stack) {
+	stack.Status.Failures = 0
+	r.recordf(stack, corev1.EventTypeNormal, "RemediateStopped", string(v1alpha1.OperationRemediate),
+		"the failed remediate of revision %s is not retried: spec.driftDetection.mode is %s", stack.Status.LastAppliedRevision, stack.GetDriftMode())
 }
 
 // lastAttemptType is the type of the newest finished attempt (drift checks

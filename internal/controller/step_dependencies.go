@@ -111,9 +111,16 @@ func dependencyNotReady(stack *v1alpha1.Stack, d dependency, why string) *Waitin
 // applied). When both Stacks follow the same source, up must also have
 // applied the revision this Stack resolved: a commit that changes both
 // reaches the upstream first.
+//
+// A PreviewOnly dependency is relied on at its last applied state: it
+// previews every change and applies none, so its pending plan, and a
+// revision of the same source that it will never apply, are no reason to
+// wait (that wait would never end). A dependent sees what it applied, as
+// its outputs do.
 func notReadyBecause(up, stack *v1alpha1.Stack, revision string) string {
 	s := &up.Status
 	ready := conditions.Get(up, v1alpha1.ReadyCondition)
+	previewOnly := up.GetApprovalMode() == v1alpha1.ApprovalPreviewOnly
 	switch {
 	case !up.DeletionTimestamp.IsZero():
 		return "is being deleted"
@@ -126,13 +133,15 @@ func notReadyBecause(up, stack *v1alpha1.Stack, revision string) string {
 			return "is not Ready yet"
 		}
 		return fmt.Sprintf("is not Ready (%s: %s)", ready.Reason, boundMessage(firstLine(ready.Message), 200))
-	case s.PendingPlan != nil:
+	case s.PendingPlan != nil && !previewOnly:
 		return fmt.Sprintf("has a plan waiting for approval (%s)", s.PendingPlan.ID)
+	case s.LastAppliedProgramDigest == "" && previewOnly:
+		return "has not applied anything, and never will while its spec.approval.mode is PreviewOnly: set it to Auto or Manual, or remove the dependency"
 	case s.LastAppliedProgramDigest == "":
 		return "has not applied anything yet"
 	case s.LastAttemptedProgramDigest != s.LastAppliedProgramDigest || s.LastAttemptedInputsDigest != s.InputsDigest:
 		return "has a change that is not applied (its last attempt did not succeed)"
-	case revision != "" && sameSource(up, stack) && s.LastAppliedRevision != revision:
+	case revision != "" && sameSource(up, stack) && s.LastAppliedRevision != revision && !previewOnly:
 		return fmt.Sprintf("has not applied revision %s yet (it is at %s)", revision, s.LastAppliedRevision)
 	}
 	return ""

@@ -119,6 +119,29 @@ func TestNotReadyBecause(t *testing.T) {
 		"suspended, ready": {func(s *v1alpha1.Stack) { s.Spec.Suspend = true }, ""},
 		"stale ready":      {func(s *v1alpha1.Stack) { s.Status.Conditions[0].ObservedGeneration = 0 }, "has not reconciled its latest generation (1) yet"},
 		"no ready":         {func(s *v1alpha1.Stack) { s.Status.Conditions = nil }, "is not Ready yet"},
+		// A PreviewOnly dependency is relied on at what it applied: its
+		// plans are never applied, a wait for them would never end.
+		"preview only, plan pending": {func(s *v1alpha1.Stack) {
+			previewOnly(s)
+			s.Status.PendingPlan = &v1alpha1.PendingPlan{ID: "p-1", Revision: "main@sha1:new"}
+		}, ""},
+		"preview only, plan of a newer revision of the same source": {func(s *v1alpha1.Stack) {
+			previewOnly(s)
+			s.Status.LastAppliedRevision = "main@sha1:old"
+			s.Status.PendingPlan = &v1alpha1.PendingPlan{ID: "p-1", Revision: rev}
+		}, ""},
+		"preview only, nothing applied": {func(s *v1alpha1.Stack) {
+			previewOnly(s)
+			s.Status.LastAppliedProgramDigest = ""
+		}, "has not applied anything, and never will while its spec.approval.mode is PreviewOnly: set it to Auto or Manual, or remove the dependency"},
+		"preview only, running an up": {func(s *v1alpha1.Stack) {
+			previewOnly(s)
+			s.Status.CurrentOperation = &v1alpha1.OperationRecord{ID: "up-1", Type: v1alpha1.OperationUp}
+		}, "is running an operation (up up-1)"},
+		"manual, plan pending": {func(s *v1alpha1.Stack) {
+			s.Spec.Approval = &v1alpha1.Approval{Mode: v1alpha1.ApprovalManual}
+			s.Status.PendingPlan = &v1alpha1.PendingPlan{ID: "p-1"}
+		}, "has a plan waiting for approval (p-1)"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -252,4 +275,10 @@ func TestOutputsReaders(t *testing.T) {
 
 	sec.OwnerReferences[0].APIVersion = "example.com/v1"
 	g.Expect(r.outputsReaders(ctx, sec)).To(BeEmpty(), "a Stack of another API group")
+}
+
+// previewOnly makes s a PreviewOnly Stack, Ready as markPreviewOnly leaves it.
+func previewOnly(s *v1alpha1.Stack) {
+	s.Spec.Approval = &v1alpha1.Approval{Mode: v1alpha1.ApprovalPreviewOnly}
+	conditions.MarkTrue(s, v1alpha1.ReadyCondition, v1alpha1.PreviewOnlyReason, "Plan p-1: applies nothing")
 }

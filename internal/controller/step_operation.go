@@ -47,6 +47,7 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
 	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", st.revision)
+	r.driftAfterApply(st, res, st.revision) // a drift report of the resources before is stale (drift_outdated.go)
 	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
 		// The first check's time is in status at once, and the reconcile
 		// that runs it comes then, not at spec.interval.

@@ -144,11 +144,8 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 
 	current, currentProgram := st.inputs, st.programDigest
-	// A message may hold either inputs' secret values (the state holds
-	// what the failed up wrote): both are scrubbed, during and after.
-	run := *restored
-	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
-	st.inputs, st.programDigest = &run, stack.Status.LastAppliedProgramDigest
+	run := rollbackInputs(restored, current)
+	st.inputs, st.programDigest = run, stack.Status.LastAppliedProgramDigest
 	res, opErr := r.operateWith(ctx, st, runner.OpUp, art, restoredRevision, opOptions{record: v1alpha1.OperationRollback})
 	ctx = st.stepContext(ctx) // it may have ended during a shutdown: its publish must land
 	st.inputs, st.programDigest = current, currentProgram
@@ -181,6 +178,8 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
+	// The drift check it makes due runs with the restored inputs (driftAtApplied).
+	r.driftAfterApply(st, res, restoredRevision)
 	_, _ = r.publishOutputs(ctx, st) // a failure is OutputsPublished's to report
 	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
 		requeueBy(st, stack, time.Until(r.scheduleDrift(ctx, stack, time.Now(), false)))
@@ -208,6 +207,22 @@ func (r *StackReconciler) restoredInputs(ctx context.Context, st *reconcileState
 		return st.inputs, nil
 	}
 	return r.keptInputs(ctx, st.stack.UID, st.stack.Status.InputsDigest)
+}
+
+// rollbackInputs are the inputs an operation at the applied revision runs
+// with (a rollback, or a drift check while a change is held): the kept ones,
+// but not the kept identity. The ServiceAccount is resolved by today's rules
+// (spec.serviceAccountName, else the controller's --default-service-account
+// now), as for any operation: an identity taken away since the revision was
+// applied (a Stack that acted as the controller before an admin set
+// --default-service-account) is not handed back by a rollback. A message may
+// hold either inputs' secret values (the state holds what the failed up
+// wrote): both are scrubbed, during and after.
+func rollbackInputs(restored, current *inputs) *inputs {
+	run := *restored
+	run.ServiceAccount = current.ServiceAccount
+	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
+	return &run
 }
 
 // rollbackRefused reports a rollback that cannot run: a failed rollback in
@@ -267,9 +282,7 @@ func (r *StackReconciler) driftAtApplied(ctx context.Context, st *reconcileState
 		return nil // looked at again at the interval
 	}
 	current := st.inputs
-	run := *restored
-	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
-	st.inputs = &run
+	st.inputs = rollbackInputs(restored, current)
 	defer func() {
 		st.inputs = current
 		if restored != current {

@@ -246,3 +246,30 @@ func TestInterruptedRollbackRunsAgainOnce(t *testing.T) {
 	g.Expect(s.Rollback.Outcome).To(Equal(v1alpha1.OutcomeInterrupted))
 	g.Expect(exec.specs).To(HaveLen(1))
 }
+
+// TestRollbackUsesTodaysIdentity: the last good apply acted as the
+// controller (no ServiceAccount); an admin has since set
+// --default-service-account. The rollback resolves its identity by today's
+// rules: it never runs with the controller's own cluster credentials.
+func TestRollbackUsesTodaysIdentity(t *testing.T) {
+	g := NewWithT(t)
+	r, st, exec := rollbackFixture(t, runner.OutcomeSucceeded, true) // kept inputs: no ServiceAccount
+	r.Tenancy = Tenancy{OwnClusterEnv: map[string]string{"KUBECONFIG": "/controller/kubeconfig"}}
+	st.inputs.ServiceAccount = "deployer" // resolved now
+	st.decision = decideNow(st)
+	g.Expect(st.decision.Action).To(Equal(ActionRollback))
+
+	_, _ = r.rollbackIfDue(context.Background(), st)
+	for _, spec := range exec.specs {
+		g.Expect(spec.Env).NotTo(HaveKeyWithValue("KUBECONFIG", "/controller/kubeconfig"), "the rollback acts as the controller")
+	}
+	g.Expect(st.inputs.ServiceAccount).To(Equal("deployer"), "the resolved inputs are given back")
+
+	restored := &inputs{ServiceAccount: "", secrets: []string{"old"}}
+	run := rollbackInputs(restored, &inputs{ServiceAccount: "deployer", secrets: []string{"new"}})
+	g.Expect(run.ServiceAccount).To(Equal("deployer"))
+	g.Expect(run.secrets).To(ConsistOf("old", "new"))
+	g.Expect(restored.ServiceAccount).To(BeEmpty(), "the kept inputs are not changed")
+	g.Expect(rollbackInputs(&inputs{ServiceAccount: "old-sa"}, &inputs{}).ServiceAccount).To(BeEmpty(),
+		"a ServiceAccount no longer named acts as today's rules say")
+}

@@ -79,10 +79,15 @@ func (c cliTags) setTag(name, value string) error {
 // (a new one, or one from before claims) is claimed; a stack claimed by another
 // Stack fails with a ClaimedError and is left exactly as it was.
 //
-// Two Stacks claiming a fresh stack at the same instant could both read "no
-// owner"; reading the tag back after setting it leaves at most a window of a
-// few milliseconds in which both believe they won, and the next operation of the
-// loser finds the winner's tag.
+// The claim is not atomic where the tags are reached only through the CLI
+// (read, set and read back are three processes, and a set rewrites the whole
+// tags object): two Stacks claiming a fresh stack at once can interleave so
+// that both read back their own tag and both run that first operation. The
+// tag then names the one that set it last, and the claim is checked again at
+// every operation (operation.claim), so the loser's next operation, whatever
+// it is, finds the winner's tag and changes nothing. (A file:// backend's
+// tags file is read and written by the runner itself, in microseconds, and
+// was always read at every operation.)
 func claimStack(store tagStore, spec Spec) (owner string, err error) {
 	want := ClaimValue(spec.Claim)
 	read := func() (string, bool, error) {

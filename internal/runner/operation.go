@@ -151,9 +151,14 @@ func (o *operation) withStack(ctx context.Context, call func() error) error {
 	return call()
 }
 
-// claim checks (and, when free, takes) the stack's ownership for spec.Claim.
+// claim checks (and, when free, takes) the stack's ownership for spec.Claim,
+// at every operation, on every backend: on a backend reached only through
+// the CLI, two Stacks that claim a fresh stack at once can both pass the
+// first claim (claimStack), and the loser only learns of it by reading the
+// tag again, so a held claim is read again too (one `pulumi stack tag ls`
+// per operation).
 func (o *operation) claim(ctx context.Context, res *Result) error {
-	if o.spec.Claim == "" || (o.spec.ClaimHeld && o.file == nil) {
+	if o.spec.Claim == "" {
 		return nil
 	}
 	owner, err := claimStack(o.tagStore(ctx), o.spec)

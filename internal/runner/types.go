@@ -88,9 +88,8 @@ type Spec struct {
 	// Result.ClaimedBy, having changed nothing.
 	Claim string `json:"claim,omitempty"`
 	// ClaimHeld says that an earlier operation of the same Stack applied this
-	// very stack, so it took the claim then. On backends the runner reaches only
-	// through the CLI the tag is then not read again (one `pulumi stack tag ls`
-	// less per operation); a file:// backend's tag is read anyway, at no cost.
+	// very stack, so it took the claim then. It no longer spares the check:
+	// the tag is read at every operation (claimStack says why).
 	ClaimHeld bool `json:"claimHeld,omitempty"`
 
 	// StaleLock asks the runner to remove the lock an earlier operation of this
