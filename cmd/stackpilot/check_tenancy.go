@@ -8,6 +8,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
@@ -27,9 +28,18 @@ var stackWriteVerbs = []string{"create", "update", "patch"}
 // namespaceRoles are the built-in roles bound per namespace, with what their
 // holders are called.
 var namespaceRoles = []struct{ name, holders string }{
-	{"admin", "namespace admin"},
-	{"edit", "namespace editor"},
-	{"view", "namespace viewer"},
+	{"admin", "admin"},
+	{"edit", "editor"},
+	{"view", "viewer"},
+}
+
+// grantingRole is a ClusterRole that folds Stack writes into built-in roles:
+// the labels that do it, the built-in roles it reaches, their holders.
+type grantingRole struct {
+	name             string
+	labels, builtins []string
+	holders          []string
+	verbs            []string
 }
 
 func checkStackWriters(ctx context.Context, r *checkReport, cl client.Client) {
@@ -38,6 +48,7 @@ func checkStackWriters(ctx context.Context, r *checkReport, cl client.Client) {
 		manifests.ClusterRoleName, manifests.StackEditorRoleName)
 	clean := true
 	var checked []string
+	sources := map[string]*grantingRole{}
 	for _, role := range namespaceRoles {
 		var cr rbacv1.ClusterRole
 		err := cl.Get(ctx, client.ObjectKey{Name: role.name}, &cr)
@@ -55,15 +66,88 @@ func checkStackWriters(ctx context.Context, r *checkReport, cl client.Client) {
 			continue
 		}
 		clean = false
-		through := throughRoles(ctx, cl, role.name)
-		problem := fmt.Sprintf("ClusterRole %s lets every %s %s Stacks, and so act as the controller", role.name, role.holders, strings.Join(verbs, ", "))
-		if len(through) > 0 {
-			problem += " (through ClusterRole " + strings.Join(through, ", ") + ")"
+		found := map[string][]string{}
+		aggregatedInto(ctx, cl, &cr, map[string]bool{role.name: true}, found)
+		if len(found) == 0 {
+			// Rules of its own, or sources check may not list.
+			r.fail(fmt.Sprintf("ClusterRole %s lets every namespace %s %s Stacks, and so act as the controller", role.name, role.holders, strings.Join(verbs, ", ")),
+				fmt.Sprintf("remove what grants writes on stacks.%s from ClusterRole %s (or from the ClusterRoles aggregated into it), and bind ClusterRole %s only to the Stack writers you trust",
+					v1alpha1.GroupVersion.Group, role.name, manifests.StackEditorRoleName))
+			continue
 		}
-		r.fail(problem, aggregationFix(role.name, cr, through))
+		for name, labels := range found {
+			g := sources[name]
+			if g == nil {
+				g = &grantingRole{name: name}
+				sources[name] = g
+			}
+			g.builtins = append(g.builtins, role.name)
+			g.holders = append(g.holders, role.holders)
+			g.labels = union(g.labels, labels)
+			g.verbs = union(g.verbs, verbs)
+		}
+	}
+	// One failure per ClusterRole that brings the writes in: the fix is
+	// there, however many built-in roles it reaches.
+	names := make([]string, 0, len(sources))
+	for name := range sources {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		g := sources[name]
+		verbs := ordered(g.verbs, stackWriteVerbs)
+		fix := fmt.Sprintf("remove its label %s (`kubectl label clusterrole %s %s-`)", g.labels[0], name, g.labels[0])
+		if len(g.labels) > 1 {
+			fix = fmt.Sprintf("remove its labels %s (`kubectl label clusterrole %s %s`)", strings.Join(g.labels, " and "), name, strings.Join(g.labels, "- ")+"-")
+		}
+		r.fail(fmt.Sprintf("ClusterRole %s lets every namespace %s %s Stacks, and so act as the controller (it is aggregated into %s)",
+			name, strings.Join(g.holders, " and "), strings.Join(verbs, ", "), strings.Join(g.builtins, ", ")),
+			fix+fmt.Sprintf(", and bind ClusterRole %s only to the Stack writers you trust", manifests.StackEditorRoleName))
 	}
 	if clean && len(checked) > 0 {
 		r.ok("no built-in namespace role (%s) lets its holders write Stacks", strings.Join(checked, ", "))
+	}
+}
+
+// aggregatedInto follows cr's aggregation selectors to the ClusterRoles
+// that grant Stack writes, through aggregated ones (edit is aggregated into
+// admin), and records each with the selector labels that fold it in. What
+// cannot be listed is left out.
+func aggregatedInto(ctx context.Context, cl client.Client, cr *rbacv1.ClusterRole, seen map[string]bool, found map[string][]string) {
+	if cr.AggregationRule == nil {
+		return
+	}
+	for _, sel := range cr.AggregationRule.ClusterRoleSelectors {
+		selector, err := metav1.LabelSelectorAsSelector(&sel)
+		if err != nil {
+			continue
+		}
+		var list rbacv1.ClusterRoleList
+		if err := cl.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			m := &list.Items[i]
+			if len(stackVerbs(m.Rules)) == 0 {
+				continue
+			}
+			if m.AggregationRule != nil {
+				if !seen[m.Name] {
+					seen[m.Name] = true
+					aggregatedInto(ctx, cl, m, seen, found)
+				}
+				continue
+			}
+			var labels []string
+			for k := range sel.MatchLabels {
+				labels = append(labels, k)
+			}
+			for _, e := range sel.MatchExpressions {
+				labels = append(labels, e.Key)
+			}
+			found[m.Name] = union(found[m.Name], labels)
+		}
 	}
 }
 
@@ -86,37 +170,20 @@ func matches(list []string, want string) bool {
 	return slices.Contains(list, want) || slices.Contains(list, rbacv1.ResourceAll)
 }
 
-// aggregationLabel folds a ClusterRole into the built-in role.
-func aggregationLabel(role string) string { return "rbac.authorization.k8s.io/aggregate-to-" + role }
-
-// throughRoles names the ClusterRoles, labelled to be folded into role, that
-// grant Stack writes (none when they cannot be listed).
-func throughRoles(ctx context.Context, cl client.Client, role string) []string {
-	var list rbacv1.ClusterRoleList
-	if err := cl.List(ctx, &list, client.MatchingLabels{aggregationLabel(role): "true"}); err != nil {
-		return nil
-	}
-	var names []string
-	for _, cr := range list.Items {
-		if len(stackVerbs(cr.Rules)) > 0 {
-			names = append(names, cr.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
+// union is a and b, sorted, without repeats.
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
-// aggregationFix says how to take Stack writes out of the built-in role:
-// drop the label from the roles that bring them in, else the rules.
-func aggregationFix(role string, cr rbacv1.ClusterRole, through []string) string {
-	instead := fmt.Sprintf("and bind ClusterRole %s only to the Stack writers you trust", manifests.StackEditorRoleName)
-	switch {
-	case len(through) > 0:
-		return fmt.Sprintf("remove the label %s from ClusterRole %s (`kubectl label clusterrole %s %s-`), %s",
-			aggregationLabel(role), strings.Join(through, ", "), strings.Join(through, " "), aggregationLabel(role), instead)
-	case cr.AggregationRule != nil:
-		return fmt.Sprintf("remove the label %s from the ClusterRoles that grant writes on stacks.%s, %s",
-			aggregationLabel(role), v1alpha1.GroupVersion.Group, instead)
+// ordered is set in the order of all.
+func ordered(set, all []string) []string {
+	var out []string
+	for _, v := range all {
+		if slices.Contains(set, v) {
+			out = append(out, v)
+		}
 	}
-	return fmt.Sprintf("remove the rules on stacks.%s from ClusterRole %s, %s", v1alpha1.GroupVersion.Group, role, instead)
+	return out
 }

@@ -170,19 +170,24 @@ func TestTenancyNamespaceRolesCannotWriteStacks(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("whoever may create, update or patch a Stack holds the controller's rights"))
 	g.Expect(out).To(ContainSubstring("✔ no built-in namespace role (admin, edit, view) lets its holders write Stacks"))
 
-	// A ClusterRole that folds Stack writes into edit again (an older
-	// install's editor role): check fails, naming it and the fix.
+	// A ClusterRole that folds Stack writes into edit and admin again (what
+	// an older install's editor role did): check fails once, naming it, the
+	// roles it reaches (admin also through edit) and the labels to remove.
 	var editor rbacv1.ClusterRole
 	g.Expect(cl.Get(ctx, client.ObjectKey{Name: "stackpilot-stack-editor-role"}, &editor)).To(Succeed())
 	editor.Labels["rbac.authorization.k8s.io/aggregate-to-edit"] = "true"
+	editor.Labels["rbac.authorization.k8s.io/aggregate-to-admin"] = "true"
 	g.Expect(cl.Update(ctx, &editor)).To(Succeed())
-	g.Eventually(func(g Gomega) bool {
-		return may(g, cl, "alice", nil, ns, v1alpha1.GroupVersion.Group, "stacks", "create")
-	}, 2*time.Minute, 200*time.Millisecond).Should(BeTrue())
+	for _, user := range []string{"alice", "bob"} {
+		g.Eventually(func(g Gomega) bool {
+			return may(g, cl, user, nil, ns, v1alpha1.GroupVersion.Group, "stacks", "create")
+		}, 2*time.Minute, 200*time.Millisecond).Should(BeTrue())
+	}
 	out, errOut, code = adminCLI(t, cp.Kubeconfig, "", "check")
 	g.Expect(code).To(Equal(1), out+errOut)
-	g.Expect(out).To(ContainSubstring("✗ ClusterRole edit lets every namespace editor create, update, patch Stacks, and so act as the controller " +
-		"(through ClusterRole stackpilot-stack-editor-role): remove the label rbac.authorization.k8s.io/aggregate-to-edit from ClusterRole stackpilot-stack-editor-role"))
+	g.Expect(out).To(ContainSubstring("✗ ClusterRole stackpilot-stack-editor-role lets every namespace admin and editor create, update, patch Stacks, " +
+		"and so act as the controller (it is aggregated into admin, edit): remove its labels rbac.authorization.k8s.io/aggregate-to-admin and rbac.authorization.k8s.io/aggregate-to-edit " +
+		"(`kubectl label clusterrole stackpilot-stack-editor-role rbac.authorization.k8s.io/aggregate-to-admin- rbac.authorization.k8s.io/aggregate-to-edit-`)"))
 	g.Expect(errOut).To(ContainSubstring("stackpilot: 1 check(s) failed"))
 }
 
