@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -102,8 +103,13 @@ func (c *Client) Digest(ctx context.Context, ref Reference) (string, error) {
 	opts := c.session(ctx)
 	desc, err := remote.Head(n, opts...)
 	if err != nil {
+		// Auth or not found: a GET would say the same. Asked by type, not
+		// with cerr != err: a transport error can be a slice (multierrs),
+		// and comparing it panics.
 		cerr := c.classify(err, ref.Registry(), ref.String())
-		if cerr != err { // auth or not found: a GET would say the same
+		var authErr *AuthError
+		var notFound *NotFoundError
+		if errors.As(cerr, &authErr) || errors.As(cerr, &notFound) {
 			return "", cerr
 		}
 		got, gerr := remote.Get(n, opts...)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // TestReceiverOCIUnsigned: an oci Receiver refuses a push notification
@@ -27,6 +28,11 @@ func TestReceiverOCIUnsigned(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	ctrl := startController(t, ns, t.TempDir())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log (last 40 lines):\n%s", testenv.TailFile(ctrl.LogPath, 40))
+		}
+	})
 	hook := createReceiver(t, ns, ctrl, "registry", v1alpha1.OCIReceiver)
 
 	// Nobody serves this registry: the Stack only must be asked, or not.
@@ -37,10 +43,10 @@ func TestReceiverOCIUnsigned(t *testing.T) {
 			Interval: metav1.Duration{Duration: time.Hour}}}
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	key := client.ObjectKeyFromObject(stack)
-	// The controller has seen the Stack (its cache holds it) once it wrote
-	// a condition; a request before that would find no Stack to ask.
+	// The controller has seen the Stack (its cache holds it) once it added
+	// its finalizer; a request before that would find no Stack to ask.
 	g.Eventually(func(g Gomega) {
-		g.Expect(getStack(g, key).Status.Conditions).NotTo(BeEmpty())
+		g.Expect(getStack(g, key).Finalizers).To(ContainElement(v1alpha1.StackFinalizer))
 	}, 2*time.Minute, time.Second).Should(Succeed())
 	asked := func() string { return getStack(g, key).Annotations[v1alpha1.ReconcileRequestAnnotation] }
 
