@@ -76,7 +76,7 @@ func TestPlansRequireStackAccess(t *testing.T) {
 	g.Expect(code).To(Equal(http.StatusUnauthorized), body)
 	code, body = get(base+path, kubeconfigToken(t, outsider))
 	g.Expect(code).To(Equal(http.StatusForbidden), body)
-	g.Expect(body).To(ContainSubstring(fmt.Sprintf("system:serviceaccount:%s:plan-outsider may not get stacks.stackpilot.dev \"guarded\"", f.ns)))
+	g.Expect(body).To(ContainSubstring(fmt.Sprintf("system:serviceaccount:%s:plan-outsider may not get stacks.stackpilot.dev", f.ns)))
 	g.Expect(body).NotTo(ContainSubstring(pending.ID))
 	code, body = get(base+path+"/"+pending.ID, kubeconfigToken(t, outsider))
 	g.Expect(code).To(Equal(http.StatusForbidden), body)

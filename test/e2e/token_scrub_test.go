@@ -70,13 +70,13 @@ func TestTokenNeverInEngineLog(t *testing.T) {
 	s := waitNotReady(t, key, v1alpha1.ProgramErrorReason)
 	g.Expect(s.Status.LastAttemptedRevision).To(HaveSuffix(commit))
 	// The API server did quote the kubeconfig: its server address is there.
-	g.Expect(readyMessage(s)).To(ContainSubstring("metadata.name: Invalid value"))
+	g.Expect(readyMessage(s)).To(ContainSubstring("invalid resource name"))
 	g.Expect(readyMessage(s)).To(ContainSubstring("current-context"))
 
 	reader := serviceAccountKubeconfig(t, f.ns, "log-reader", true)
 	out, errOut, code := logsCLI(t, reader, f.ns, "logs", s.Name)
 	g.Expect(code).To(Equal(0), errOut)
-	g.Expect(out).To(ContainSubstring("Invalid value"), "the log holds the error")
+	g.Expect(out).To(ContainSubstring("invalid resource name"), "the log holds the error")
 	g.Expect(out).To(ContainSubstring("current-context"), "the log holds the quoted kubeconfig")
 	g.Expect(out).NotTo(ContainSubstring(jwtPrefix), "no bearer token in `stackpilot logs`")
 	g.Expect(out).To(ContainSubstring("[secret]"))
