@@ -11,7 +11,7 @@
 // commit reaches them as a webhook receiver would, by the reconcile-now
 // annotation on each.
 //
-//	go run ./bench/fleet [-n 1000] [-concurrent-operations 0] [-timeout 30m] [-idle 1m] [-v] [-keep]
+//	go -C dev run ./bench/fleet [-n 1000] [-concurrent-operations 0] [-timeout 30m] [-idle 1m] [-v] [-keep]
 package main
 
 import (
@@ -27,7 +27,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stackpilot/stackpilot/bench/internal/benchenv"
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
 )
 
 const (

@@ -6,7 +6,7 @@
 // shared across the Stacks, and no clone (POST git-upload-pack) while nothing
 // changed; and no Pulumi run either.
 //
-//	go run ./bench/gitrequests [-n 100] [-interval 20s] [-intervals 3]
+//	go -C dev run ./bench/gitrequests [-n 100] [-interval 20s] [-intervals 3]
 package main
 
 import (
@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stackpilot/stackpilot/bench/internal/benchenv"
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
 )
 
 const (

@@ -9,7 +9,7 @@
 // the rest are suspended, the numbers are taken with what completed, and a
 // linear extrapolation to n is printed, labelled as such.
 //
-//	go run ./bench/idle [-n 500] [-idle 1m] [-timeout 60m] [-concurrent-operations 4]
+//	go -C dev run ./bench/idle [-n 500] [-idle 1m] [-timeout 60m] [-concurrent-operations 4]
 package main
 
 import (
@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/bench/internal/benchenv"
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
 )
 
 const (

@@ -11,7 +11,7 @@
 // The commit is found by the Stacks' own interval polling (no reconcile-now
 // request), as without a webhook.
 //
-//	go run ./bench/monorepo [-n 50] [-interval 20s] [-intervals 3] [-timeout 15m] [-concurrent-operations 0] [-v] [-keep]
+//	go -C dev run ./bench/monorepo [-n 50] [-interval 20s] [-intervals 3] [-timeout 15m] [-concurrent-operations 0] [-v] [-keep]
 package main
 
 import (
@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stackpilot/stackpilot/bench/internal/benchenv"
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
 )
 
 const (

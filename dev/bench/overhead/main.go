@@ -9,13 +9,13 @@
 // the same Pulumi.yaml into a work dir and time `pulumi up --yes --skip-preview`.
 // The two alternate, so that load from elsewhere falls on both alike.
 //
-// Both sides run pulumi through the same exec wrapper (bench/internal/pulumiwrap),
+// Both sides run pulumi through the same exec wrapper (dev/bench/internal/pulumiwrap),
 // whose log gives the wall time spent inside pulumi processes: the Stackpilot
 // side's time splits into the controller's share (commit-to-Ready minus the
 // runner's operation), the runner's own (its operation minus the time inside
 // pulumi) and Pulumi's.
 //
-//	go run ./bench/overhead [-n 5] [-concurrent-operations 0] [-timeout 5m] [-v] [-keep]
+//	go -C dev run ./bench/overhead [-n 5] [-concurrent-operations 0] [-timeout 5m] [-v] [-keep]
 package main
 
 import (
@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/bench/internal/benchenv"
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
 )
 
 const (

@@ -1,5 +1,5 @@
 // Command processes counts the pulumi processes each kind of operation starts,
-// counted from an exec wrapper's log (bench/internal/pulumiwrap), never from
+// counted from an exec wrapper's log (dev/bench/internal/pulumiwrap), never from
 // what the runner reports.
 //
 // It runs the runner directly, as the controller's executor does
@@ -13,7 +13,7 @@
 // controller (its --pulumi at another wrapper) and counts that operation's
 // processes.
 //
-//	go run ./bench/processes [-timeout 5m] [-v] [-keep]
+//	go -C dev run ./bench/processes [-timeout 5m] [-v] [-keep]
 package main
 
 import (
@@ -29,9 +29,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stackpilot/stackpilot/bench/internal/benchenv"
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 	"github.com/stackpilot/stackpilot/internal/runner"
-	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 const (

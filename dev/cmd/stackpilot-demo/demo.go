@@ -15,10 +15,13 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
@@ -55,7 +58,7 @@ var demoTools = []string{
 const (
 	// modeAuto picks modeCluster when the machine allows it, else modeProcess.
 	modeAuto = "auto"
-	// modeCluster starts a one-node cluster (internal/cluster), builds the
+	// modeCluster starts a one-node cluster (dev/internal/cluster), builds the
 	// controller image, installs config/cluster and the controller runs as a Pod.
 	modeCluster = "cluster"
 	// modeProcess starts a control plane without nodes and runs the controller
@@ -81,12 +84,12 @@ type demoOptions struct {
 	mode string
 }
 
-// newDemoCmd is `stackpilot demo`; the flags are the ones it had before
-// the CLI moved to cobra.
-func (c *cli) newDemoCmd() *cobra.Command {
+// newDemoCmd is the whole command line; the flags are the ones of the CLI's
+// former `stackpilot demo` verb.
+func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 	var opts demoOptions
 	cmd := &cobra.Command{
-		Use: "demo [--mode auto|cluster|process] [--once] [--timeout 10m] [-v]",
+		Use: "stackpilot-demo [--mode auto|cluster|process] [--once] [--timeout 10m] [-v]",
 		// The use line lists the flags.
 		DisableFlagsInUseLine: true,
 		Short:                 "Run Stackpilot with a sample Stack: as a Pod in a one-node cluster on this machine, or as a process (run it in a clone of the repository)",
@@ -96,12 +99,12 @@ config/ as a Pod, or as a process beside a control plane without nodes; serves a
 Pulumi program from a local Git server, applies a Stack for it and shows what the
 controller did.
 
-Unlike the other commands, demo needs a clone of the Stackpilot repository: it builds
-the controller and installs config/ from it, with the tools of ` + "`make tools`" + ` in bin/
-(or $STACKPILOT_BIN). Run it there after ` + "`make tools`; `make demo`" + ` does both.`,
+It needs a clone of the Stackpilot repository: it builds the controller and installs
+config/ from it, with the tools of ` + "`make tools`" + ` in bin/ (or $STACKPILOT_BIN).
+Run it there after ` + "`make tools`; `make demo`" + ` does both.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("demo: unexpected arguments: %q", args)
+				return usageErrorf("unexpected arguments: %q", args)
 			}
 			return nil
 		},
@@ -109,7 +112,7 @@ the controller and installs config/ from it, with the tools of ` + "`make tools`
 			switch opts.mode {
 			case modeAuto, modeCluster, modeProcess:
 			default:
-				return usageErrorf("demo: --mode %q: want auto, cluster or process", opts.mode)
+				return usageErrorf("--mode %q: want auto, cluster or process", opts.mode)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -118,10 +121,7 @@ the controller and installs config/ from it, with the tools of ` + "`make tools`
 				<-ctx.Done()
 				stop()
 			}()
-			if err := runDemo(ctx, opts, c.stdout, c.stderr); err != nil {
-				return fmt.Errorf("demo: %w", err)
-			}
-			return nil
+			return runDemo(ctx, opts, stdout, stderr)
 		},
 	}
 	fs := cmd.Flags()
@@ -167,7 +167,13 @@ type cleanup struct {
 	fn   func() error
 }
 
-func demoScheme() *runtime.Scheme { return kubeScheme() }
+// demoScheme has the core types and Stackpilot's.
+func demoScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return scheme
+}
 
 // runDemo runs the whole demo and undoes everything it started before returning.
 func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err error) {
@@ -305,7 +311,7 @@ func (d *demo) cleanUp() {
 		c := d.cleanups[i]
 		t0 := time.Now()
 		if err := c.fn(); err != nil {
-			fmt.Fprintf(d.errOut, "stackpilot demo: %s: %v\n", c.what, err)
+			fmt.Fprintf(d.errOut, "stackpilot-demo: %s: %v\n", c.what, err)
 			continue
 		}
 		d.logf("  %s (%s)", c.what, since(t0))

@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
 )
 
 // demoClusterPattern matches the demo's cluster directories (short: the

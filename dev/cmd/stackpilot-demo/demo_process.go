@@ -7,7 +7,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stackpilot/stackpilot/internal/controllerproc"
+	"github.com/stackpilot/stackpilot/dev/internal/controllerproc"
 	"github.com/stackpilot/stackpilot/internal/controlplane"
 )
 

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
 )
 
 // report prints the Stack's status, the ConfigMaps involved and what kubectl

@@ -11,10 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
-// TestDemoOnce runs `stackpilot demo --mode process --once` end to end:
+// TestDemoOnce runs `stackpilot-demo --mode process --once` end to end:
 // control plane, controller process, Git server, the sample Stack with the real
 // Pulumi engine and Kubernetes provider. runDemo itself fails unless the Stack
 // became Ready at the committed revision, the program's ConfigMap holds the
@@ -39,7 +39,7 @@ func TestDemoOnce(t *testing.T) {
 	}
 }
 
-// TestDemoOnceInCluster runs `stackpilot demo --mode cluster --once`, what
+// TestDemoOnceInCluster runs `stackpilot-demo --mode cluster --once`, what
 // `make demo` does on a machine that can run the one-node cluster: the
 // controller is installed from config/ and runs as a Pod, and kubectl shows it.
 func TestDemoOnceInCluster(t *testing.T) {
@@ -86,7 +86,7 @@ func runDemoOnce(t *testing.T, opts demoOptions) string {
 	err = runDemo(ctx, opts, &out, &out)
 	t.Logf("demo output:\n%s", out.String())
 	if err != nil {
-		t.Fatalf("stackpilot demo --once: %v", err)
+		t.Fatalf("stackpilot-demo --once: %v", err)
 	}
 	return out.String()
 }
@@ -140,16 +140,14 @@ func TestCommandLine(t *testing.T) {
 		code int
 		out  string
 	}{
-		{nil, 2, "Usage: stackpilot"},
-		{[]string{"help"}, 0, "demo"},
-		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"demo", "-h"}, 0, "--once"},
-		{[]string{"demo", "extra"}, 2, "unexpected arguments"},
-		{[]string{"demo", "--mode", "vm"}, 2, `--mode "vm": want auto, cluster or process`},
+		{[]string{"-h"}, 0, "--once"},
+		{[]string{"extra"}, 2, "unexpected arguments"},
+		{[]string{"--mode", "vm"}, 2, `--mode "vm": want auto, cluster or process`},
+		{[]string{"--nope"}, 2, "unknown flag: --nope"},
 	} {
 		var out bytes.Buffer
 		if code := run(tc.args, &out, &out); code != tc.code || !strings.Contains(out.String(), tc.out) {
-			t.Errorf("stackpilot %q: exit %d, output %q; want exit %d and %q", tc.args, code, out.String(), tc.code, tc.out)
+			t.Errorf("stackpilot-demo %q: exit %d, output %q; want exit %d and %q", tc.args, code, out.String(), tc.code, tc.out)
 		}
 	}
 }

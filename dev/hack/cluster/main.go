@@ -1,11 +1,14 @@
-// Command stackpilot-cluster runs the one-node cluster of internal/cluster for
-// the Makefile: `make cluster-up`, `make cluster-down`, `make images`.
+// Command stackpilot-cluster runs the one-node cluster of dev/internal/cluster
+// for the Makefile: `make cluster-up`, `make cluster-down`, `make images`; and
+// writes the controller image of a release, the same image the cluster gets,
+// as an OCI layout: `make image`.
 //
 //	stackpilot-cluster up       [--dir DIR] [--api-port 6443] [--registry-port 5000]
 //	stackpilot-cluster down     [--dir DIR]
 //	stackpilot-cluster smoke    [--dir DIR]   run a one-shot Pod and wait for it
 //	stackpilot-cluster images   [--dir DIR] --tag TAG [--tools DIR]
 //	stackpilot-cluster install  [--dir DIR] --tag TAG | --image REF
+//	stackpilot-cluster image    --version VERSION --out DIR [--tools DIR]
 //	stackpilot-cluster registry --addr HOST:PORT --dir DIR   (started by up)
 package main
 
@@ -20,7 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
+	"github.com/stackpilot/stackpilot/internal/manifests"
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
@@ -44,6 +48,8 @@ func main() {
 		err = images(ctx, args)
 	case "install":
 		err = install(ctx, args)
+	case "image":
+		err = image(ctx, args)
 	case "registry":
 		err = registry(ctx, args)
 	default:
@@ -56,7 +62,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: stackpilot-cluster up|down|smoke|images|install|registry [flags]")
+	fmt.Fprintln(os.Stderr, "usage: stackpilot-cluster up|down|smoke|images|install|image|registry [flags]")
 	os.Exit(2)
 }
 
@@ -144,6 +150,32 @@ func images(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("images: pushed %s:%s\n  %s (%.1fs)\n", c.Registry+"/"+cluster.ControllerRepository, *tag, ref, time.Since(start).Seconds())
+	return nil
+}
+
+func image(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("image", flag.ExitOnError)
+	version := fs.String("version", "", "the release's version, the image's tag")
+	out := fs.String("out", "", "directory of the OCI image layout (emptied first)")
+	tools := fs.String("tools", "", "directory of the static pulumi, pulumi-language-yaml and pulumi-resource-kubernetes (default: bin/)")
+	_ = fs.Parse(args)
+	if *version == "" || *out == "" {
+		return fmt.Errorf("image: --version and --out are required")
+	}
+	root, bin, err := toolchain.Paths()
+	if err != nil {
+		return err
+	}
+	dirs := []string{bin}
+	if *tools != "" {
+		dirs = []string{*tools}
+	}
+	start := time.Now()
+	if err := cluster.WriteControllerLayout(ctx, root, dirs, filepath.Join(bin, ".image-cache"), *out, manifests.ImageRepository, *version); err != nil {
+		return err
+	}
+	fmt.Printf("image: wrote %s:%s (linux/amd64) as an OCI layout to %s (%.1fs)\n  push it: skopeo copy oci:%s:%s docker://%s:%s\n",
+		manifests.ImageRepository, *version, *out, time.Since(start).Seconds(), *out, *version, manifests.ImageRepository, *version)
 	return nil
 }
 

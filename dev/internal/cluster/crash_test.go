@@ -15,9 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 	"github.com/stackpilot/stackpilot/internal/runner"
-	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // crashChildEnv makes the test binary the owner of a cluster that

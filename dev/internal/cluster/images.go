@@ -275,7 +275,8 @@ func Push(ctx context.Context, img v1.Image, registry, repo, tag string) (string
 	return registry + "/" + repo + "@" + digest.String(), nil
 }
 
-// BuildStatic builds a Go package of this module as a static linux/amd64 binary.
+// BuildStatic builds the Go package pkg of the module in dir root as a static
+// linux/amd64 binary.
 func BuildStatic(ctx context.Context, root, pkg, out string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
@@ -289,10 +290,11 @@ func BuildStatic(ctx context.Context, root, pkg, out string) error {
 	return nil
 }
 
-// PauseImage is the sandbox image: internal/cluster/pause, built static.
+// PauseImage is the sandbox image: dev/internal/cluster/pause, built static
+// (from the dev module, which holds it; root is the repository).
 func PauseImage(ctx context.Context, root, workDir string) (v1.Image, error) {
 	bin := filepath.Join(workDir, "pause")
-	if err := BuildStatic(ctx, root, "./internal/cluster/pause", bin); err != nil {
+	if err := BuildStatic(ctx, filepath.Join(root, "dev"), "./internal/cluster/pause", bin); err != nil {
 		return nil, err
 	}
 	return BuildImage(ImageSpec{
@@ -380,29 +382,35 @@ func requireStatic(p string) error {
 	return nil
 }
 
-// PushControllerImage builds the controller (static, from this checkout),
-// assembles the controller image with the static Pulumi tools from toolDirs,
-// pushes it to registry as stackpilot-controller:tag and returns the reference
-// by digest, which it also records in the registry's directory for Install.
+// PushControllerImage builds the controller image (ControllerImage), pushes
+// it to registry as stackpilot-controller:tag and returns the reference by
+// digest, which it also records in the registry's directory for Install.
 func PushControllerImage(ctx context.Context, root string, toolDirs []string, cacheDir, registry, tag string) (string, error) {
-	controller := filepath.Join(cacheDir, "stackpilot-controller")
-	if err := BuildStatic(ctx, root, "./cmd/controller", controller); err != nil {
-		return "", err
-	}
-	spec, err := ControllerImageSpec(controller, toolDirs...)
-	if err != nil {
-		return "", err
-	}
-	layers := filepath.Join(cacheDir, "layers")
-	img, used, err := buildImage(spec, layers)
+	img, used, err := ControllerImage(ctx, root, toolDirs, cacheDir)
 	if err != nil {
 		return "", err
 	}
 	ref, err := Push(ctx, img, registry, ControllerRepository, tag)
 	if err == nil {
-		pruneCache(layers, used)
+		pruneCache(filepath.Join(cacheDir, "layers"), used)
 	}
 	return ref, err
+}
+
+// ControllerImage builds the controller (static, from the checkout at root)
+// and assembles the controller image with the static Pulumi tools from
+// toolDirs. used are the cached layers it took from cacheDir/layers, the ones
+// to keep when pruning that cache.
+func ControllerImage(ctx context.Context, root string, toolDirs []string, cacheDir string) (img v1.Image, used []string, err error) {
+	controller := filepath.Join(cacheDir, "stackpilot-controller")
+	if err := BuildStatic(ctx, root, "./cmd/controller", controller); err != nil {
+		return nil, nil, err
+	}
+	spec, err := ControllerImageSpec(controller, toolDirs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return buildImage(spec, filepath.Join(cacheDir, "layers"))
 }
 
 // Resolve returns registry/repo@digest for registry/repo:tag, so that an install

@@ -8,8 +8,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 // TestUpSmokeDown starts a real cluster, runs a host-network Pod from the

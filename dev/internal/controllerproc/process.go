@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
 	"github.com/stackpilot/stackpilot/internal/daemon"
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )

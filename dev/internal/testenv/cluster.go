@@ -11,7 +11,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stackpilot/stackpilot/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
@@ -21,7 +21,7 @@ import (
 const RequireClusterEnv = "STACKPILOT_REQUIRE_CLUSTER"
 
 // ClusterRequirements says why this machine cannot run the one-node cluster of
-// internal/cluster (nil: it can): not root, containerd/runc/CNI plugins
+// dev/internal/cluster (nil: it can): not root, containerd/runc/CNI plugins
 // missing, or tools missing from bin/.
 func ClusterRequirements() error {
 	if err := cluster.Requirements(); err != nil {
@@ -56,7 +56,7 @@ type Cluster struct {
 	Client client.Client
 }
 
-// StartCluster starts a one-node cluster for t (internal/cluster.Up in a fresh
+// StartCluster starts a one-node cluster for t (dev/internal/cluster.Up in a fresh
 // directory under /var/tmp) and takes it down when t ends, checking that no
 // mount is left. On failure, the components' logs go to t's log. It skips t
 // when the machine cannot run a cluster, or fails it if RequireClusterEnv is 1.

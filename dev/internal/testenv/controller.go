@@ -3,7 +3,7 @@ package testenv
 import (
 	"context"
 
-	"github.com/stackpilot/stackpilot/internal/controllerproc"
+	"github.com/stackpilot/stackpilot/dev/internal/controllerproc"
 )
 
 // ControllerConfig says how to run stackpilot-controller as a child process.

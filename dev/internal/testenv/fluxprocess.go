@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stackpilot/stackpilot/internal/controllerproc"
+	"github.com/stackpilot/stackpilot/dev/internal/controllerproc"
 )
 
 // fluxProcess is one of Flux's controllers (bin/<name>) running as a child

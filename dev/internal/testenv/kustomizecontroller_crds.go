@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/discovery"
 )
 
-// KustomizeCRDDir is where `make tools` (hack/kustomize-crds.sh) copies kustomize-controller's
+// KustomizeCRDDir is where `make tools` (dev/hack/kustomize-crds.sh) copies kustomize-controller's
 // CRDs, under BinDir. It is apart from bin/crds/flux so that Options.FluxCRDs keeps
 // installing source-controller's kinds alone.
 const KustomizeCRDDir = "crds/kustomize"

@@ -1,5 +1,5 @@
 // Package cluster_test installs Stackpilot the way users do, into a real
-// one-node cluster on this machine (internal/cluster): the controller image is
+// one-node cluster on this machine (dev/internal/cluster): the controller image is
 // built without Docker and pulled by containerd from a loopback registry, the
 // manifests are config/cluster (config/default plus host networking), and the
 // controller reconciles a Stack from a Git server on loopback, survives the
@@ -37,8 +37,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/cluster"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 const passphrase = "cluster-e2e-passphrase"

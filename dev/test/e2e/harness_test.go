@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 var (

@@ -11,7 +11,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 var env *testenv.Env

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 // TestMetricsEndpoint scrapes the controller's /metrics after one Stack

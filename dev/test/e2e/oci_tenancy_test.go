@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 // TestOCIDigestPinNeedsOwnCredentials (issue 21, item 1): namespace a pulls

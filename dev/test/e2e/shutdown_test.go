@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 	"github.com/stackpilot/stackpilot/internal/runner"
-	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // TestControllerSIGTERMedMidUp: the controller is told to stop while an up

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 // smokeProgram creates one ConfigMap through the Kubernetes provider.

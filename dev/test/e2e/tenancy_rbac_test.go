@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 	"github.com/stackpilot/stackpilot/internal/controlplane"
-	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // The installed RBAC, applied by `stackpilot install` to a control plane of

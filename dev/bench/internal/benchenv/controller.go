@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 // Controller is stackpilot-controller running as a child process

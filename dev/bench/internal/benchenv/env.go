@@ -1,5 +1,5 @@
-// Package benchenv runs the pieces the benchmarks in bench/ measure, outside
-// `go test`, the way `stackpilot demo` does: the real control plane from
+// Package benchenv runs the pieces the benchmarks in dev/bench/ measure, outside
+// `go test`, the way `stackpilot-demo` does: the real control plane from
 // internal/testenv (etcd, kube-apiserver, kube-controller-manager from bin/),
 // testenv's Git server over smart HTTP that counts its requests, and the
 // controller built from ./cmd/controller running as its own process
@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/testenv"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 // Tools are the pinned binaries from bin/ the benchmarks run.

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Wrapper is bench/internal/pulumiwrap installed as <Dir>/bin/pulumi in front
+// Wrapper is dev/bench/internal/pulumiwrap installed as <Dir>/bin/pulumi in front
 // of the real bin/pulumi: every pulumi process started through it is one line
 // of <Dir>/calls.log. The benchmarks count and time Pulumi from that log, not
 // from anything the runner or the controller reports.
@@ -35,9 +35,10 @@ func (e *Env) NewWrapper(ctx context.Context, name string) (*Wrapper, error) {
 	built := filepath.Join(e.Tmp, "pulumiwrap")
 	if _, err := os.Stat(built); err != nil {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", built, "./bench/internal/pulumiwrap")
-		cmd.Dir = e.Root
+		// It is a package of the dev module, which lives in dev/.
+		cmd.Dir = filepath.Join(e.Root, "dev")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build ./bench/internal/pulumiwrap: %v\n%s", err, out)
+			return nil, fmt.Errorf("go build ./dev/bench/internal/pulumiwrap: %v\n%s", err, out)
 		}
 	}
 	w := &Wrapper{Dir: filepath.Join(e.Tmp, name)}
