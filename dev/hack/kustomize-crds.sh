@@ -5,14 +5,14 @@
 # and its own version stamp; testenv.InstallKustomizeCRDs installs this one.
 set -euo pipefail
 version=$1
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd) # the repository (this is dev/hack)
 out=$root/bin/crds/kustomize
 if [[ "$(cat "$out/.version" 2>/dev/null)" == "$version" ]]; then
 	echo "tools: flux kustomize CRDs $version up to date"
 	exit 0
 fi
 # `go list -m` only reports a module already in the module cache.
-moddir=$(cd "$root/tools/kustomize-controller" && go mod download github.com/fluxcd/kustomize-controller && go list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)
+moddir=$(cd "$root/dev/tools/kustomize-controller" && go mod download github.com/fluxcd/kustomize-controller && go list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)
 if [[ -z $moddir ]]; then
 	echo "kustomize-crds: github.com/fluxcd/kustomize-controller is not in the module cache after go mod download" >&2
 	exit 1

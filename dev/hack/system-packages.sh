@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# system-packages.sh: installs what the one-node cluster (internal/cluster)
+# system-packages.sh: installs what the one-node cluster (dev/internal/cluster)
 # takes from the machine rather than from bin/: containerd, runc and the CNI
 # loopback plugin, from Debian's packages. Does nothing when they are present.
 # Without root it installs nothing and says which tests will skip, since the
@@ -22,7 +22,7 @@ if [[ -z $what ]]; then
 	exit 0
 fi
 if [[ $(id -u) != 0 ]]; then
-	echo "system-packages: $what is missing and this is not root: the one-node cluster tests (internal/cluster, test/cluster) will skip; as root: apt-get install -y ${packages[*]}"
+	echo "system-packages: $what is missing and this is not root: the one-node cluster tests (dev/internal/cluster, dev/test/cluster) will skip; as root: apt-get install -y ${packages[*]}"
 	exit 0
 fi
 if ! command -v apt-get >/dev/null; then
