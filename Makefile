@@ -1,11 +1,13 @@
-# Stackpilot. `make demo` runs it on a local control plane; `make test` runs every test.
+# Stackpilot. `make help` lists the targets; `make demo` runs it on a local control plane;
+# `make test` runs every test. The product is the module at the root; dev/ is the dev module
+# (test harness, one-node cluster, demo, benchmarks, tool builders), dev/tools/* the tools'.
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-# Pinned tool versions. Each tool is built from its own module under tools/.
+# Pinned tool versions. Each tool is built from its own module under dev/tools/.
 K8S_VERSION              := v1.34.3
 ETCD_VERSION             := v3.6.13
 PULUMI_VERSION           := v3.276.0
@@ -17,37 +19,50 @@ COSIGN_VERSION           := v3.1.3
 CONTROLLER_TOOLS_VERSION := v0.23.0
 STATICCHECK_VERSION      := v0.8.2
 
-BUILD_TOOL := hack/build-tool.sh
+BUILD_TOOL := dev/hack/build-tool.sh
+TOOLS := dev/tools
 LDFLAGS := -s -w
+
+# The version stamped into what `build`, `image` and `release` make: the tag
+# (v0.3.0) on a release commit, else tag-commits-hash or the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+DIST := $(CURDIR)/dist
+CLI_LDFLAGS := $(LDFLAGS) -X main.version=$(VERSION)
 
 .PHONY: all
 all: build
 
+.PHONY: help
+help: ## List the targets with what they do.
+	@awk 'BEGIN { FS = ":.*## " } \
+		/^##@/ { printf "\n%s\n", substr($$0, 5); next } \
+		/^[a-zA-Z0-9_-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
 ##@ Tools
 
 .PHONY: tools
-tools: ## Build every pinned tool into bin/ (first run here: about 36 minutes; later runs: no work).
-	@$(BUILD_TOOL) etcd $(ETCD_VERSION) tools/etcd . -ldflags "$(LDFLAGS)"
-	@$(BUILD_TOOL) kube-apiserver $(K8S_VERSION) tools/kubernetes ./kube-apiserver -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@$(BUILD_TOOL) kube-controller-manager $(K8S_VERSION) tools/kubernetes ./kube-controller-manager -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@$(BUILD_TOOL) kube-scheduler $(K8S_VERSION) tools/kubernetes ./kube-scheduler -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@$(BUILD_TOOL) kubelet $(K8S_VERSION) tools/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@$(BUILD_TOOL) kubectl $(K8S_VERSION) tools/kubernetes ./kubectl -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi $(PULUMI_VERSION) tools/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+tools: ## Build every pinned tool into bin/ from dev/tools/ (first run here: about 36 minutes; later runs: no work).
+	@$(BUILD_TOOL) etcd $(ETCD_VERSION) $(TOOLS)/etcd . -ldflags "$(LDFLAGS)"
+	@$(BUILD_TOOL) kube-apiserver $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-apiserver -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kube-controller-manager $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-controller-manager -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kube-scheduler $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-scheduler -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kubelet $(K8S_VERSION) $(TOOLS)/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@$(BUILD_TOOL) kubectl $(K8S_VERSION) $(TOOLS)/kubernetes ./kubectl -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi $(PULUMI_VERSION) $(TOOLS)/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
 		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) tools/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) $(TOOLS)/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
 		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
-	@hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) tools/pulumi-kubernetes . \
+	@dev/hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) $(TOOLS)/pulumi-kubernetes . \
 		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
-	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) tools/source-controller github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
-	@hack/flux-crds.sh $(SOURCE_CONTROLLER_VERSION)
-	@$(BUILD_TOOL) kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) tools/kustomize-controller github.com/fluxcd/kustomize-controller -ldflags "$(LDFLAGS)"
-	@hack/kustomize-crds.sh $(KUSTOMIZE_CONTROLLER_VERSION)
-	@CGO_ENABLED=0 $(BUILD_TOOL) cosign $(COSIGN_VERSION) tools/cosign github.com/sigstore/cosign/v3/cmd/cosign \
+	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) $(TOOLS)/source-controller github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
+	@dev/hack/flux-crds.sh $(SOURCE_CONTROLLER_VERSION)
+	@$(BUILD_TOOL) kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) $(TOOLS)/kustomize-controller github.com/fluxcd/kustomize-controller -ldflags "$(LDFLAGS)"
+	@dev/hack/kustomize-crds.sh $(KUSTOMIZE_CONTROLLER_VERSION)
+	@CGO_ENABLED=0 $(BUILD_TOOL) cosign $(COSIGN_VERSION) $(TOOLS)/cosign github.com/sigstore/cosign/v3/cmd/cosign \
 		-trimpath -ldflags "$(LDFLAGS) -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)"
-	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) tools/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
-	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) tools/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"
+	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) $(TOOLS)/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
+	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) $(TOOLS)/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"
 
 # Stamp the Kubernetes version into its binaries (the node reports it; without
 # it the kubelet says v0.0.0-master).
@@ -57,7 +72,7 @@ K8S_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION
 
 .PHONY: system-packages
 system-packages: ## Install what the one-node cluster needs from Debian (containerd, runc, CNI plugins) when missing; needs root, else says what the cluster tests will skip.
-	@hack/system-packages.sh
+	@dev/hack/system-packages.sh
 
 ##@ Generated code and manifests
 
@@ -65,7 +80,7 @@ CONTROLLER_GEN ?= $(BIN)/controller-gen
 
 .PHONY: generate
 generate: ## Generate the API's deepcopy code (api/**/zz_generated.deepcopy.go).
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) object:headerFile=dev/hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
 manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml) from markers, and render config/default into internal/manifests/stackpilot.yaml (what `stackpilot install` applies).
@@ -75,21 +90,62 @@ manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (
 ##@ Development
 
 GO_TEST_FLAGS ?= -count=1 -timeout 75m
+# As root the one-node cluster must run: a cluster test that would skip fails instead.
+REQUIRE_CLUSTER = STACKPILOT_REQUIRE_CLUSTER=$$([[ $$(id -u) == 0 ]] && echo 1 || echo 0)
 
 .PHONY: build
-build: ## Build the controller and CLI into bin/.
-	go build -o $(BIN)/stackpilot-controller ./cmd/controller
+build: ## Build the controller and the CLI (version-stamped) for this machine into dist/.
+	go build -o $(DIST)/stackpilot-controller ./cmd/controller
+	go build -ldflags "$(CLI_LDFLAGS)" -o $(DIST)/stackpilot ./cmd/stackpilot
 
 .PHONY: test
-test: tools system-packages ## Run every test: unit, end to end, and the install into a one-node cluster (builds the pinned tools and installs containerd first when missing).
-	@# As root the one-node cluster must run: a cluster test that would skip fails instead.
-	STACKPILOT_REQUIRE_CLUSTER=$$([[ $$(id -u) == 0 ]] && echo 1 || echo 0) go test $(GO_TEST_FLAGS) ./...
+test: tools system-packages ## Run every test of both modules: unit, end to end, and the install into a one-node cluster (builds the pinned tools and installs containerd first when missing).
+	@# Both modules run even if the first fails; the target fails if either did.
+	rc=0; \
+	$(REQUIRE_CLUSTER) go test $(GO_TEST_FLAGS) ./... || rc=1; \
+	$(REQUIRE_CLUSTER) go -C dev test $(GO_TEST_FLAGS) ./... || rc=1; \
+	exit $$rc
+
+.PHONY: test-unit
+test-unit: ## Run the product module's unit tests; needs no tools (go test -short, and bin/ hidden: tests that need a tool skip).
+	@# STACKPILOT_BIN names an empty directory, so a test finds no tool even
+	@# when bin/ is built; -short skips the tests that would need one.
+	STACKPILOT_BIN=$$(mktemp -d) go test -short $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: tools ## Run the end-to-end tests (dev/test/e2e): a real control plane, the controller as a process, the real Pulumi engine.
+	go -C dev test $(GO_TEST_FLAGS) ./test/e2e
+
+.PHONY: test-cluster
+test-cluster: tools system-packages ## Run the install into a one-node cluster (dev/test/cluster; root, else it skips).
+	$(REQUIRE_CLUSTER) go -C dev test $(GO_TEST_FLAGS) ./test/cluster
 
 .PHONY: lint
-lint: tools ## gofmt, go vet and staticcheck.
+lint: tools ## gofmt, go vet and staticcheck, in both modules.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
+	go -C dev vet ./...
 	$(BIN)/staticcheck ./...
+	cd dev && $(BIN)/staticcheck ./...
+
+##@ Release
+
+RELEASE_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+.PHONY: image
+image: tools ## Write the controller image (linux/amd64; the builder the one-node cluster uses) as an OCI layout to dist/image, named ghcr.io/stackpilot/stackpilot-controller:VERSION (git describe; what `stackpilot install` of that version installs).
+	go -C dev run ./hack/cluster image --version $(VERSION) --out $(DIST)/image
+
+.PHONY: release
+release: ## Cross-build the CLI for linux and darwin on amd64 and arm64 into dist/release, with SHA256SUMS.
+	rm -rf $(DIST)/release && mkdir -p $(DIST)/release
+	@for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*} arch=$${p#*/}; \
+		echo "release: stackpilot-$$os-$$arch"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "$(CLI_LDFLAGS)" \
+			-o $(DIST)/release/stackpilot-$$os-$$arch ./cmd/stackpilot; \
+	done
+	cd $(DIST)/release && sha256sum stackpilot-* > SHA256SUMS && cat SHA256SUMS
 
 ##@ Demo
 
@@ -97,7 +153,7 @@ DEMO_FLAGS ?=
 
 .PHONY: demo
 demo: tools system-packages ## Run Stackpilot with a sample Stack until Ctrl-C: as a Pod in a one-node cluster (root), else as a process (DEMO_FLAGS=--once: exit once it is Ready; --mode=process|cluster).
-	go run ./cmd/stackpilot demo $(DEMO_FLAGS)
+	go -C dev run ./cmd/stackpilot-demo $(DEMO_FLAGS)
 
 ##@ Benchmarks
 
@@ -107,11 +163,11 @@ BENCH_FLEET_FLAGS ?=
 BENCH_MONOREPO_FLAGS ?=
 
 .PHONY: bench
-bench: tools ## Run the benchmarks in bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, a fleet of 1,000 Stacks, a 50-Stack monorepo (about 35 minutes on 2 cores, the fleet 33 of them; builds the pinned tools first when missing).
-	go run ./bench/overhead $(BENCH_OVERHEAD_FLAGS)
-	go run ./bench/processes $(BENCH_PROCESSES_FLAGS)
-	go run ./bench/fleet $(BENCH_FLEET_FLAGS)
-	go run ./bench/monorepo $(BENCH_MONOREPO_FLAGS)
+bench: tools ## Run the benchmarks in dev/bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, a fleet of 1,000 Stacks, a 50-Stack monorepo (about 35 minutes on 2 cores, the fleet 33 of them; builds the pinned tools first when missing).
+	go -C dev run ./bench/overhead $(BENCH_OVERHEAD_FLAGS)
+	go -C dev run ./bench/processes $(BENCH_PROCESSES_FLAGS)
+	go -C dev run ./bench/fleet $(BENCH_FLEET_FLAGS)
+	go -C dev run ./bench/monorepo $(BENCH_MONOREPO_FLAGS)
 
 ##@ One-node cluster
 
@@ -123,20 +179,20 @@ CLUSTER := $(BIN)/stackpilot-cluster
 
 .PHONY: cluster-up
 cluster-up: tools system-packages ## Start the one-node cluster (root): bin/ control plane + kubelet, containerd, loopback registry; stays up until `make cluster-down`.
-	@go build -o $(CLUSTER) ./hack/cluster
+	@go -C dev build -o $(CLUSTER) ./hack/cluster
 	@$(CLUSTER) up --dir $(CLUSTER_DIR)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the one-node cluster and remove everything it left (also after a crash).
-	@go build -o $(CLUSTER) ./hack/cluster
+	@go -C dev build -o $(CLUSTER) ./hack/cluster
 	@$(CLUSTER) down --dir $(CLUSTER_DIR)
 
 .PHONY: images
 images: tools ## Build the controller image (controller, runner, static pulumi + plugins) and push it to the cluster's registry; tag = the commit.
-	@go build -o $(CLUSTER) ./hack/cluster
+	@go -C dev build -o $(CLUSTER) ./hack/cluster
 	@$(CLUSTER) images --dir $(CLUSTER_DIR) --tag $(IMAGE_TAG)
 
 .PHONY: cluster-install
 cluster-install: images ## Install Stackpilot into the one-node cluster from config/cluster (config/default + loopback specifics) with the image of `make images`.
-	@go build -o $(CLUSTER) ./hack/cluster
+	@go -C dev build -o $(CLUSTER) ./hack/cluster
 	@$(CLUSTER) install --dir $(CLUSTER_DIR) --tag $(IMAGE_TAG)

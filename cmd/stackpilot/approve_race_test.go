@@ -17,6 +17,9 @@ import (
 // the resourceVersion read, so a plan replaced meanwhile is never approved,
 // and a status write that left the plan pending is retried over.
 func TestWriteApprovalRace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pinned control plane (make tools)")
+	}
 	env, err := testenv.Start(testenv.Options{Scheme: kubeScheme()})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@
 // kubectl's kubeconfig flags (see root.go and kube.go), one file per verb
 // group:
 //
-//	stackpilot demo [--mode auto|cluster|process] [--once]   run Stackpilot with a sample Stack
 //	stackpilot artifact push|pull|list|tag|diff|sign|verify|keygen   Pulumi programs as OCI artifacts
 //	stackpilot drift check|show STACK   run a drift check now, print the last report
 //	stackpilot plan STACK | approve STACK [--plan ID] [--wait]   review and approve a pending plan
@@ -12,8 +11,8 @@
 //	stackpilot version | completion bash|zsh|fish
 //
 // Exit codes: 0 ok, 1 failure, 2 usage, 3 drift found (drift check) or no pending plan (plan, approve).
-// It links no test scaffolding (deps_test.go checks) and runs anywhere; only demo needs a source checkout,
-// which it says when it is not in one. docs/cli.md documents every verb.
+// It links no test scaffolding and nothing of the dev module (deps_test.go checks) and runs anywhere;
+// the demo is its own binary, dev/cmd/stackpilot-demo. docs/cli.md documents every verb.
 package main
 
 import (

@@ -112,3 +112,11 @@ func shorten(s string, n int) string {
 func (c *cli) infof(format string, args ...any) {
 	fmt.Fprintf(c.stderr, format+"\n", args...)
 }
+
+// shortRevision shortens "main@sha1:<40 hex>" to "main@sha1:<12 hex>".
+func shortRevision(rev string) string {
+	if i := strings.LastIndex(rev, ":"); i >= 0 && len(rev)-i-1 > 12 {
+		return rev[:i+13]
+	}
+	return rev
+}

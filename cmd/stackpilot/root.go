@@ -62,8 +62,7 @@ func (c *cli) newRoot() *cobra.Command {
 		Long: `stackpilot works with Stackpilot, the operator that delivers Pulumi stacks from Git
 and OCI artifacts: see and steer Stacks (get, status, reconcile, suspend, logs),
 package and sign programs as artifacts, check drift, review and approve plans,
-install and check Stackpilot, convert Pulumi Kubernetes Operator manifests, and
-run a demo.
+install and check Stackpilot, and convert Pulumi Kubernetes Operator manifests.
 
 Commands that talk to Kubernetes read the kubeconfig like kubectl does
 (--kubeconfig, else $KUBECONFIG, else ~/.kube/config; --context, -n).`,
@@ -87,7 +86,6 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 	})
 	c.kube.addFlags(root.PersistentFlags())
 	root.AddCommand(
-		c.newDemoCmd(),
 		c.newArtifactCmd(),
 		c.newDriftCmd(),
 		c.newPlanCmd(),

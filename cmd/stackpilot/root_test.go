@@ -31,7 +31,7 @@ func TestRootExitCodes(t *testing.T) {
 		{[]string{"completion"}, 2, "", "Run 'stackpilot completion --help' for usage."},
 		{[]string{"version", "x"}, 2, "", "stackpilot: version takes no arguments"},
 		{[]string{"--bogus"}, 2, "", "stackpilot: unknown flag: --bogus"},
-		{[]string{"demoo"}, 2, "", "did you mean demo?"},
+		{[]string{"versoin"}, 2, "", "did you mean version?"},
 		{[]string{"artifact"}, 2, "", "stackpilot: artifact needs a command"},
 		{[]string{"artifact", "nope"}, 2, "", `unknown command "nope" for "stackpilot artifact"`},
 		{nil, 2, "", "Usage: stackpilot <command> [flags]"},

@@ -92,6 +92,9 @@ func (c *recordingCache) seen() []string {
 // (create, then update) and checking them for drift reads no Secret or
 // ConfigMap through the cache, so no typed informer holds their data.
 func TestPublishCachesNoSecret(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pinned control plane (make tools)")
+	}
 	g := NewWithT(t)
 	root, bin, err := testenv.Paths()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -1,6 +1,6 @@
 // Package daemon runs the server processes of the control planes this project
 // starts on the machine (etcd, kube-apiserver, kube-controller-manager, the
-// kubelet...; see internal/controlplane and internal/cluster): each started
+// kubelet...; see internal/controlplane and dev/internal/cluster): each started
 // with its output in a log file, watched so that a wait gives up as soon as
 // the process dies instead of at its timeout, and stopped by process group.
 package daemon

@@ -1,5 +1,5 @@
 // Package pki makes the key material of the control planes this project runs
-// on the machine (internal/controlplane, internal/cluster): a CA, certificates
+// on the machine (internal/controlplane, dev/internal/cluster): a CA, certificates
 // it signs, and the key pair that signs service-account tokens. Everything is
 // made fresh for one run and lives only as long as the control plane does, so
 // there is no renewal, revocation or key storage beyond files of mode 0600.

@@ -26,7 +26,7 @@ const InterruptGrace = 5 * time.Minute
 //
 // Why not the Automation API: it starts `pulumi version`, `stack select`,
 // `config set-all`, then after the engine run `stack output` twice and `stack
-// history`, each a ~0.2 s CLI start (bench/processes). The runner knows the
+// history`, each a ~0.2 s CLI start (dev/bench/processes). The runner knows the
 // stack's name, backend and config, so it passes `--stack` on each call, writes
 // the stack file itself, and takes counts and outputs from the event log and the
 // state instead.

@@ -1,10 +1,12 @@
-// Package testenv is what Stackpilot's tests run against: a real Kubernetes
-// control plane (internal/controlplane: etcd, kube-apiserver and
+// Package testenv is what the product's white-box tests run against: a real
+// Kubernetes control plane (internal/controlplane: etcd, kube-apiserver and
 // kube-controller-manager from the pinned binaries in bin/), a real Git
-// server (internal/gitserver), the controller as its own process
-// (internal/controllerproc) and the one-node cluster (internal/cluster), each
-// wrapped for a testing.TB. The stackpilot CLI must not link it (it pulls in
-// package testing and Flux's gittestserver): it uses the wrapped packages.
+// server (internal/gitserver, and Flux's gittestserver for SSH), an OCI
+// registry and Flux artifacts, each wrapped for a testing.TB. What only the
+// end-to-end tests, the demo and the benchmarks need (the controller, Flux's
+// controllers and the one-node cluster as processes, S3, image pushers) is in
+// the dev module's dev/internal/testenv, which re-exports this package. The
+// stackpilot CLI must not link either (cmd/stackpilot/deps_test.go).
 package testenv
 
 import (

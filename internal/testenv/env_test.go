@@ -14,6 +14,9 @@ import (
 // the garbage collector finishes foreground deletes (Start waits for it), the
 // kubeconfig file works for child processes, and namespaces are fresh per test.
 func TestControlPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pinned control plane (make tools)")
+	}
 	t.Parallel() // its own control plane
 	g := NewWithT(t)
 	env, err := Start(Options{})

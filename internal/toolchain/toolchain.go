@@ -19,7 +19,7 @@ import (
 const BinEnv = "STACKPILOT_BIN"
 
 // ClusterTools are the pinned binaries the one-node cluster of
-// internal/cluster runs.
+// dev/internal/cluster runs.
 var ClusterTools = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
 
 // modulePath is what the checkout's go.mod declares.

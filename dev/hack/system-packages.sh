@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# system-packages.sh: installs what the one-node cluster (dev/internal/cluster)
+# takes from the machine rather than from bin/: containerd, runc and the CNI
+# loopback plugin, from Debian's packages. Does nothing when they are present.
+# Without root it installs nothing and says which tests will skip, since the
+# cluster itself needs root; with root, a failed install fails the build rather
+# than letting the install test skip unnoticed.
+set -euo pipefail
+packages=(containerd runc containernetworking-plugins)
+
+missing() {
+	local b
+	for b in containerd containerd-shim-runc-v2 runc; do
+		command -v "$b" >/dev/null || { echo "$b"; return; }
+	done
+	[[ -x /usr/lib/cni/loopback ]] || echo /usr/lib/cni/loopback
+}
+
+what=$(missing)
+if [[ -z $what ]]; then
+	echo "system-packages: containerd, runc and the CNI plugins are installed"
+	exit 0
+fi
+if [[ $(id -u) != 0 ]]; then
+	echo "system-packages: $what is missing and this is not root: the one-node cluster tests (dev/internal/cluster, dev/test/cluster) will skip; as root: apt-get install -y ${packages[*]}"
+	exit 0
+fi
+if ! command -v apt-get >/dev/null; then
+	echo "system-packages: $what is missing and there is no apt-get: install ${packages[*]} (containerd 1.6+, runc 1.1+) by hand" >&2
+	exit 1
+fi
+start=$(date +%s)
+echo "system-packages: $what is missing: apt-get install ${packages[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+what=$(missing)
+if [[ -n $what ]]; then
+	echo "system-packages: $what is still missing after apt-get install ${packages[*]}" >&2
+	exit 1
+fi
+echo "system-packages: installed ${packages[*]} in $(($(date +%s) - start))s"
