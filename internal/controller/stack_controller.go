@@ -81,9 +81,10 @@ type StackReconciler struct {
 	PodNamespace string
 	// Plans keeps the plans that wait for approval (plan_store.go).
 	Plans *PlanStore
-	// IntervalJitter spreads each requeue at spec.interval over ±p % of it, so
-	// that Stacks created together do not wake together (jitter.go). Retries
-	// and backoff waits are not jittered. The zero value adds none.
+	// IntervalJitter delays each requeue at spec.interval by up to p % of it
+	// (never earlier), so that Stacks created together do not wake together
+	// (jitter.go). Retries and backoff waits are not jittered. The zero value
+	// adds none.
 	IntervalJitter jitter.Interval
 
 	inflight inflightOps

@@ -19,9 +19,9 @@ import (
 )
 
 // DefaultKillGrace is how long past Spec.Timeout the runner may take to end on
-// its own. The runner's own timeout cancels Pulumi gracefully, which the
-// Automation API bounds at 10s before killing the CLI; the rest is for writing
-// the result.
+// its own. At its own timeout the runner sends the pulumi CLI SIGINT and waits
+// for it to finish the steps in flight and release the stack lock; the rest is
+// for writing the result. After it the runner is asked to stop (CancelGrace).
 const DefaultKillGrace = 30 * time.Second
 
 // DefaultCancelGrace is how long a runner asked to stop may take to cancel
@@ -270,9 +270,9 @@ func (l *Local) runProcess(ctx context.Context, spec runner.Spec, dir, specPath,
 // stop asks the runner to cancel its operation, and kills its process tree if it
 // has not ended after CancelGrace.
 //
-// Why SIGTERM to the runner alone, not its group: the runner cancels Pulumi
-// through the Automation API, which sends the CLI one SIGINT and waits for it to
-// finish the steps in flight, write its checkpoint and release the stack lock.
+// Why SIGTERM to the runner alone, not its group: the runner cancels the pulumi
+// CLI process it started by sending it one SIGINT and waiting for it to finish
+// the steps in flight, write its checkpoint and release the stack lock.
 // A signal to the whole group would reach the CLI as well, and a second SIGINT
 // makes it stop at once, leaving the lock and pending operations behind. SIGKILL
 // at once (what this did before) leaves them too, and orphans the plugins.

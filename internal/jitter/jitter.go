@@ -37,8 +37,9 @@ type Interval struct {
 	int64n func(n int64) int64
 }
 
-// New returns an Interval of ±percent %, or an error that says what to fix
-// when percent is not in 0..MaxPercentage. 0 disables jitter.
+// New returns an Interval that delays by up to percent % (never earlier), or
+// an error that says what to fix when percent is not in 0..MaxPercentage.
+// 0 disables jitter.
 func New(percent int) (Interval, error) {
 	if percent < 0 || percent > MaxPercentage {
 		return Interval{}, fmt.Errorf("interval jitter must be between 0 and %d percent, got %d (0 disables it; 10 delays each requeue by up to 10 %% of spec.interval)", MaxPercentage, percent)

@@ -70,8 +70,7 @@ func newPulumiCLI(spec Spec) (*pulumiCLI, error) {
 }
 
 // CLIError is a pulumi call that did not exit 0. Its text carries the CLI's
-// stdout and stderr the way the Automation API's errors did, which is where
-// Pulumi's own explanation is.
+// stdout and stderr, which is where Pulumi's own explanation is.
 type CLIError struct {
 	Command string // "up", "stack init", ...
 	Code    int    // exit code; -2 when the CLI did not run to one

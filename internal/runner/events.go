@@ -59,10 +59,10 @@ func newEventCollector(refreshIsChange bool) *eventCollector {
 }
 
 // consume reads ch until stop is called, then returns once every event already
-// received is handled. It does not wait for ch to close: the Automation API only
-// closes it when the CLI connected to the event stream, which a failing CLI may
-// never do. When the operation call has returned, the API has stopped its event
-// server, so every event was delivered before stop is called.
+// received is handled. It does not wait for ch to close: a producer that fails
+// may never close it. Operations feed the collector from the CLI's event log
+// file instead (eventlog.go); this channel form is what the collector's tests
+// drive it with.
 func (c *eventCollector) consume(ch <-chan events.EngineEvent) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})

@@ -186,9 +186,11 @@ func workspaceEnv(spec Spec) map[string]string {
 		// encryption salt after the first run: take the secrets manager from the
 		// stack's state instead of creating a new one.
 		"PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
-		// Recorded with each update, as the Automation API did.
+		// Recorded with each update, as Pulumi's Automation API records it:
+		// the runner drives the CLI for a program, not a person at a terminal.
 		"PULUMI_AUTOMATION_API": "true",
-		// The CLI offers --event-log only with this set (as the Automation API sets it).
+		// The CLI offers --event-log only with this set (Pulumi's Automation API
+		// sets it for the same reason).
 		"PULUMI_DEBUG_COMMANDS": "true",
 	}
 	maps.Copy(env, spec.Env)

@@ -42,8 +42,8 @@ type Spec struct {
 	// PulumiHome is shared between operations so plugins are installed once.
 	PulumiHome string `json:"pulumiHome,omitempty"`
 	// PulumiCommand is the pulumi binary to run; empty means "pulumi" from PATH.
-	// The Automation API finds the CLI as <root>/bin/pulumi, so the path must
-	// have that shape (for example /usr/local/bin/pulumi or <repo>/bin/pulumi).
+	// Its folder is put first on the CLI's PATH, so the plugins installed
+	// beside it (for example in /usr/local/bin or <repo>/bin) are found first.
 	PulumiCommand string `json:"pulumiCommand,omitempty"`
 	// SecretsProvider is used when the runner creates the stack (for example
 	// "awskms://..."); empty means the backend's default (a passphrase for DIY
