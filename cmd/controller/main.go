@@ -28,11 +28,14 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/controller"
+	"github.com/stackpilot/stackpilot/internal/controllers/alert"
+	"github.com/stackpilot/stackpilot/internal/controllers/receiver"
 	"github.com/stackpilot/stackpilot/internal/executor"
 	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/notify"
 	"github.com/stackpilot/stackpilot/internal/reaper"
 	"github.com/stackpilot/stackpilot/internal/runner"
+	"github.com/stackpilot/stackpilot/internal/server"
 )
 
 func main() {
@@ -142,7 +145,7 @@ func run() error {
 
 	// The metrics port is plain HTTP and reachable by any Pod: it serves
 	// metrics only. The full plans are served beside the engine logs, over
-	// HTTPS, to whoever may get the Stack (setupLogs).
+	// HTTPS, to whoever may get the Stack (server.Setup).
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
@@ -205,13 +208,13 @@ func run() error {
 		return err
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
-	if err := controller.NewAlertReconciler(mgr, f.notificationDenyInternal).SetupWithManager(mgr); err != nil {
+	if err := alert.NewReconciler(mgr, f.notificationDenyInternal).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := setupReceivers(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
+	if err := receiver.Setup(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
 		return err
 	}
-	if err := setupLogs(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans); err != nil {
+	if err := server.Setup(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

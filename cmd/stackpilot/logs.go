@@ -2,42 +2,23 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-)
-
-const (
-	// logsPortName is the controller Service's HTTPS port serving the logs.
-	logsPortName = "logs"
-	// logsTokenHeader carries the caller's token to the controller: the API
-	// server's service proxy strips Authorization after using it.
-	logsTokenHeader = "X-Stackpilot-Token"
+	"github.com/stackpilot/stackpilot/internal/wire"
 )
 
 // logsOptions are the flags of `stackpilot logs`.
 type logsOptions struct {
-	operation string
-	follow    bool
-	token     string
-	// where the controller is
-	url, namespace, service string
-	caFile                  string
-	insecure                bool
+	operation  string
+	follow     bool
+	controller controllerOptions
 }
 
 func (c *cli) newLogsCmd() *cobra.Command {
@@ -74,18 +55,13 @@ no token: pass one with --token.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.operation, "operation", "", "The operation whose output to print (an ID of status.history; default: the last one).")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "Stream a running operation's output until it ends.")
-	fs.StringVar(&o.token, "token", "", "Bearer token to present to the controller (default: the kubeconfig user's).")
-	fs.StringVar(&o.url, "controller-url", "", "Read the logs from the controller at this URL (https://host:port of its logs address) instead of through the API server's service proxy.")
-	fs.StringVar(&o.namespace, "controller-namespace", defaultControllerNamespace, "Namespace of the controller's Service (for the service proxy).")
-	fs.StringVar(&o.service, "controller-service", defaultControllerService, "Name of the controller's Service, port \"logs\" (for the service proxy).")
-	fs.StringVar(&o.caFile, "controller-ca-file", "", "With --controller-url: the CA certificate (PEM) the controller's certificate is checked against.")
-	fs.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "With --controller-url: do not check the controller's certificate (it is self-signed unless the controller has --logs-cert-dir).")
+	o.controller.addFlags(fs, "the logs")
 	return cmd
 }
 
 func (c *cli) logs(ctx context.Context, name string, o *logsOptions) error {
-	if o.url == "" && (o.namespace == "" || o.service == "") {
-		return usageErrorf("--controller-namespace and --controller-service must not be empty")
+	if err := o.controller.checkService(); err != nil {
+		return err
 	}
 	g, err := c.stackGetter()
 	if err != nil {
@@ -98,155 +74,26 @@ func (c *cli) logs(ctx context.Context, name string, o *logsOptions) error {
 	if err := g.cl.Get(ctx, key, &v1alpha1.Stack{}); err != nil && !apierrors.IsForbidden(err) {
 		return g.explain(ctx, name, err)
 	}
-	cfg, err := c.kube.RESTConfig()
+	ep, err := c.controllerEndpoint(o.controller)
 	if err != nil {
 		return err
 	}
-	token := o.token
-	if token == "" {
-		if token, err = bearerToken(cfg); err != nil {
-			return err
-		}
+	if ep.tokenErr != nil {
+		return ep.tokenErr
 	}
-	ep, err := logsEndpointFor(cfg, o)
+	resp, err := ep.get(ctx, wire.LogsURL(ep.base, key.Namespace, key.Name, o.operation, o.follow), "")
 	if err != nil {
 		return err
-	}
-	q := url.Values{}
-	if o.operation != "" {
-		q.Set("operation", o.operation)
-	}
-	if o.follow {
-		q.Set("follow", "1")
-	}
-	u := ep.base.JoinPath("logs", key.Namespace, key.Name)
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(logsTokenHeader, token)
-	resp, err := ep.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("reaching %s: %w", ep.via, unwrapURLError(err))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return ep.statusError(resp.StatusCode, body, key.Namespace, key.Name)
+		return ep.refusal(resp.StatusCode, body, "the logs", key.Namespace, key.Name, func(msg string) error {
+			return &exitError{code: 1, msg: msg}
+		})
 	}
 	if _, err := io.Copy(c.stdout, resp.Body); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("reading the log from %s: %w", ep.via, err)
 	}
 	return nil
 }
-
-// logsEndpoint is the way to the controller's logs listener.
-type logsEndpoint struct {
-	base    *url.URL // up to, without, /logs
-	client  *http.Client
-	via     string // for messages
-	proxied bool   // the answers may be the API server's
-}
-
-func logsEndpointFor(cfg *rest.Config, o *logsOptions) (*logsEndpoint, error) {
-	if o.url != "" {
-		u, err := url.Parse(o.url)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, usageErrorf("--controller-url %q: want https://host:port", o.url)
-		}
-		tlsConfig := &tls.Config{InsecureSkipVerify: o.insecure} //nolint:gosec // asked for by --insecure-skip-tls-verify
-		if o.caFile != "" {
-			pem, err := os.ReadFile(o.caFile)
-			if err != nil {
-				return nil, fmt.Errorf("--controller-ca-file: %w", err)
-			}
-			tlsConfig.RootCAs = x509.NewCertPool()
-			if !tlsConfig.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--controller-ca-file %s holds no PEM certificate", o.caFile)
-			}
-		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tlsConfig
-		return &logsEndpoint{base: u, client: &http.Client{Transport: tr}, via: "the controller at " + u.Redacted()}, nil
-	}
-	host, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	// No client timeout: --follow reads as long as the operation runs;
-	// Ctrl-C ends it.
-	return &logsEndpoint{
-		base:    host.JoinPath("api/v1/namespaces", o.namespace, "services", "https:"+o.service+":"+logsPortName, "proxy"),
-		client:  hc,
-		via:     fmt.Sprintf("service %s/%s (port %s) through the API server", o.namespace, o.service, logsPortName),
-		proxied: true,
-	}, nil
-}
-
-// statusError explains a refused read: the controller's own answers (JSON
-// {"error": ...}), or the API server's on the way to it.
-func (e *logsEndpoint) statusError(code int, body []byte, ns, name string) error {
-	var ctrl struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &ctrl) == nil && ctrl.Error != "" {
-		switch code {
-		case http.StatusForbidden:
-			return fmt.Errorf("not allowed to read the logs of Stack %s/%s: %s; ask for get on stacks.stackpilot.dev in namespace %s", ns, name, ctrl.Error, ns)
-		case http.StatusUnauthorized:
-			return fmt.Errorf("the controller did not accept your token: %s; pass a valid one with --token (e.g. from `kubectl create token`)", ctrl.Error)
-		case http.StatusNotFound:
-			return &exitError{code: 1, msg: ctrl.Error}
-		}
-		return fmt.Errorf("%s answered %d %s: %s", e.via, code, http.StatusText(code), ctrl.Error)
-	}
-	if e.proxied {
-		if err := proxyStatusError(e.via, "is the controller running, with --logs-bind-address?", code, body); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%s answered %d %s: %s", e.via, code, http.StatusText(code), shortBody(body))
-}
-
-// bearerToken is the token the kubeconfig's user presents to the API server,
-// whatever its source (a token, a token file, an exec plugin, an auth
-// provider): client-go's auth layers put it in the Authorization header of
-// a request, which a transport of our own, innermost, reads and does not
-// send anywhere.
-func bearerToken(cfg *rest.Config) (string, error) {
-	cfg = rest.CopyConfig(cfg)
-	var header string
-	cfg.Wrap(func(http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			header = req.Header.Get("Authorization")
-			return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
-		})
-	})
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return "", fmt.Errorf("kubeconfig: %w", err)
-	}
-	host, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return "", fmt.Errorf("kubeconfig: %w", err)
-	}
-	resp, err := hc.Get(host.String())
-	if err != nil {
-		return "", fmt.Errorf("kubeconfig: getting the user's token: %w", unwrapURLError(err))
-	}
-	_ = resp.Body.Close()
-	if token, ok := strings.CutPrefix(header, "Bearer "); ok && strings.TrimSpace(token) != "" {
-		return strings.TrimSpace(token), nil
-	}
-	return "", errors.New("the kubeconfig user has no bearer token (a client certificate, or basic auth), and the controller checks tokens only: " +
-		"pass one with --token, e.g. --token \"$(kubectl create token <serviceaccount> -n <namespace>)\" for a ServiceAccount allowed to get the Stack")
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

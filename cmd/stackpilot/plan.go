@@ -60,7 +60,7 @@ Exit codes:
 			if err != nil {
 				return err
 			}
-			fetcher, err := c.planFetcher(opts.controller)
+			ep, err := c.controllerEndpoint(opts.controller)
 			if err != nil {
 				return err
 			}
@@ -68,14 +68,14 @@ Exit codes:
 				if s.Status.PendingPlan == nil {
 					return noPendingPlan(s)
 				}
-				d, omitted := c.fullPlan(ctx, fetcher, s)
+				d, omitted := c.fullPlan(ctx, ep, s)
 				return c.writePlan(format, s, d, omitted)
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "Output format: text (like pulumi preview), json or yaml (the plan document).")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
-	opts.controller.addFlags(cmd.Flags())
+	opts.controller.addFlags(cmd.Flags(), "the plan")
 	return cmd
 }
 
@@ -90,11 +90,11 @@ func planFormat(s string) (string, error) {
 // fullPlan asks the controller for the pending plan's Document; on any
 // failure it warns and rebuilds what status.pendingPlan holds, returning how
 // many resources that leaves out.
-func (c *cli) fullPlan(ctx context.Context, f *planFetcher, s *v1alpha1.Stack) (*plan.Document, int64) {
+func (c *cli) fullPlan(ctx context.Context, e *endpoint, s *v1alpha1.Stack) (*plan.Document, int64) {
 	p := s.Status.PendingPlan
 	ctx, cancel := context.WithTimeout(ctx, planFetchTimeout)
 	defer cancel()
-	d, err := f.fetch(ctx, s.Namespace, s.Name, p.ID)
+	d, err := e.fetchPlan(ctx, s.Namespace, s.Name, p.ID)
 	if err == nil {
 		return d, 0
 	}

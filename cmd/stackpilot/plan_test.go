@@ -180,8 +180,8 @@ func TestPlanFetch(t *testing.T) {
 	} {
 		status, body = tc.status, tc.body
 		base, _ := url.Parse(srv.URL + "/prefix")
-		f := &planFetcher{base: base, client: srv.Client(), via: "X", proxied: tc.proxied}
-		d, err := f.fetch(context.Background(), "infra", "web", "p1")
+		e := &endpoint{base: base, client: srv.Client(), via: "X", proxied: tc.proxied}
+		d, err := e.fetchPlan(context.Background(), "infra", "web", "p1")
 		if gotPath != "/prefix/plans/infra/web/p1" {
 			t.Errorf("%s: GET %s", tc.name, gotPath)
 		}
@@ -203,7 +203,7 @@ func TestPlanFetch(t *testing.T) {
 	// Nobody listening: the message names where it went, once.
 	srv.Close()
 	base, _ := url.Parse(srv.URL)
-	_, err := (&planFetcher{base: base, client: http.DefaultClient, via: "the controller at " + srv.URL}).fetch(context.Background(), "infra", "web", "p1")
+	_, err := (&endpoint{base: base, client: http.DefaultClient, via: "the controller at " + srv.URL}).fetchPlan(context.Background(), "infra", "web", "p1")
 	if err == nil || !strings.HasPrefix(err.Error(), "reaching the controller at "+srv.URL+": ") || strings.Contains(err.Error(), "Get ") {
 		t.Errorf("closed server: %v", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/plan"
+	"github.com/stackpilot/stackpilot/internal/plan/plantest"
 )
 
 // dataDirFixture is a Stack with rollback on, applied with inputs A, and a
@@ -27,7 +29,7 @@ func dataDirFixture(t *testing.T) (*StackReconciler, *reconcileState) {
 	stack.Status.InputsDigest = "hmac-sha256:A"
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(stack).WithStatusSubresource(stack).Build()
 	g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(stack), stack)).To(Succeed())
-	plans, err := NewPlanStore(filepath.Join(t.TempDir(), "plans"))
+	plans, err := plan.NewStore(filepath.Join(t.TempDir(), "plans"))
 	g.Expect(err).NotTo(HaveOccurred())
 	r := &StackReconciler{Client: c, APIReader: c, InputsDir: t.TempDir(), Plans: plans,
 		DigestKey: &DigestKey{key: bytes.Repeat([]byte{7}, digestKeySize)}}
@@ -67,12 +69,12 @@ func TestDataDirCrashWindows(t *testing.T) {
 		r, st := dataDirFixture(t)
 		// A plan committed by a controller that died before its status
 		// named it, and the pending plan the status names.
-		storedPlan(t, r.Plans, "u-1", "plan-orphan")
-		storedPlan(t, r.Plans, "u-1", "plan-pending")
+		plantest.Stored(t, r.Plans, "u-1", "plan-orphan")
+		plantest.Stored(t, r.Plans, "u-1", "plan-pending")
 		st.stack.Status.PendingPlan = &v1alpha1.PendingPlan{ID: "plan-pending"}
 		_, err := r.summarize(ctx, st, nil)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(r.Plans.Has("u-1", "plan-pending")).To(BeTrue())
-		g.Expect(filepath.Join(r.Plans.dir, "u-1", "plan-orphan")).NotTo(BeADirectory(), "the orphan plan is collected")
+		g.Expect(filepath.Dir(r.Plans.PlanFile("u-1", "plan-orphan"))).NotTo(BeADirectory(), "the orphan plan is collected")
 	})
 }

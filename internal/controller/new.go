@@ -11,6 +11,7 @@ import (
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/logstore"
+	"github.com/stackpilot/stackpilot/internal/plan"
 )
 
 // Config is what NewStackReconciler needs besides the manager.
@@ -66,7 +67,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if err != nil {
 		return nil, err
 	}
-	plans, err := NewPlanStore(filepath.Join(cfg.DataDir, "plans"))
+	plans, err := plan.NewStore(filepath.Join(cfg.DataDir, "plans"))
 	if err != nil {
 		return nil, err
 	}

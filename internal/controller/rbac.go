@@ -22,6 +22,3 @@ package controller
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
 // Flux sources a Stack follows (spec.source.sourceRef): read and watched for new artifacts.
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets;externalartifacts,verbs=get;list;watch
-// The engine logs endpoint (logs_http.go): who the caller is, and whether they may get the Stack.
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

@@ -20,6 +20,7 @@ import (
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/logstore"
+	"github.com/stackpilot/stackpilot/internal/plan"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
@@ -79,8 +80,8 @@ type StackReconciler struct {
 	// PodNamespace is the controller Pod's namespace (env POD_NAMESPACE), where
 	// it looks for the Pod of an interrupted operation; empty outside a Pod.
 	PodNamespace string
-	// Plans keeps the plans that wait for approval (plan_store.go).
-	Plans *PlanStore
+	// Plans keeps the plans that wait for approval.
+	Plans *plan.Store
 	// IntervalJitter delays each requeue at spec.interval by up to p % of it
 	// (never earlier), so that Stacks created together do not wake together
 	// (jitter.go). Retries and backoff waits are not jittered. The zero value

@@ -12,15 +12,16 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/plan"
+	"github.com/stackpilot/stackpilot/internal/plan/plantest"
 )
 
 func TestPlanOutdated(t *testing.T) {
 	g := NewWithT(t)
-	store, err := NewPlanStore(filepath.Join(t.TempDir(), "plans"))
+	store, err := plan.NewStore(filepath.Join(t.TempDir(), "plans"))
 	g.Expect(err).NotTo(HaveOccurred())
 	r := &StackReconciler{Plans: store}
 	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1"}}
-	storedPlan(t, store, stack.UID, "plan-2") // its mode is ""
+	plantest.Stored(t, store, stack.UID, "plan-2") // its mode is ""
 	st := &reconcileState{stack: stack, revision: "main@sha1:b", programDigest: "sha256:p", inputs: &inputs{Digest: "hmac:i"}}
 	p := func(rev, prog, in, id string) *v1alpha1.PendingPlan {
 		return &v1alpha1.PendingPlan{ID: id, Revision: rev, ProgramDigest: prog, InputsDigest: in}
@@ -28,14 +29,11 @@ func TestPlanOutdated(t *testing.T) {
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:q", "hmac:i", "plan-1"), v1alpha1.ApprovalManual)).To(Equal("the program changed"))
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:p", "hmac:j", "plan-1"), v1alpha1.ApprovalManual)).To(Equal("the inputs changed"))
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:p", "hmac:i", "plan-9"), v1alpha1.ApprovalManual)).To(ContainSubstring("files are not"))
-	// storedPlan writes no mode: a plan of another mode than the Stack's now.
+	// plantest.Stored writes no mode: a plan of another mode than the Stack's now.
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:p", "hmac:i", "plan-2"), v1alpha1.ApprovalManual)).To(ContainSubstring("spec.approval.mode is Manual now"))
 
 	manual := &plan.Document{APIVersion: plan.APIVersion, ID: "plan-3", Namespace: "ns", Name: "web", Mode: v1alpha1.ApprovalManual}
-	file, err := store.Stage(stack.UID, "plan-3")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(writeFile(file)).To(Succeed())
-	g.Expect(store.Commit(stack.UID, manual)).To(Succeed())
+	plantest.Put(t, store, stack.UID, manual)
 	g.Expect(r.planOutdated(st, p("main@sha1:b", "sha256:p", "hmac:i", "plan-3"), v1alpha1.ApprovalManual)).To(BeEmpty(), "the plan of the change at hand")
 	// The monorepo rule: a commit elsewhere in the repository is a new
 	// revision with the same program and inputs, and the plan still is the

@@ -1,7 +1,8 @@
 // Package plan holds the full record of a previewed change that waits for
-// approval: what the controller keeps in its data dir (beside Pulumi's own
-// update plan), serves on its /plans endpoint, and `stackpilot plan` prints.
-// The Stack's status.pendingPlan carries only its first resources.
+// approval: the Document the controller keeps in its data dir beside
+// Pulumi's own update plan (Store), serves on its /plans endpoint, and
+// `stackpilot plan` prints (Render). The Stack's status.pendingPlan carries
+// only its first resources.
 package plan
 
 import (

@@ -1,4 +1,4 @@
-package controller
+package receiver
 
 import (
 	"context"
@@ -20,21 +20,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/receiver"
+	webhook "github.com/stackpilot/stackpilot/internal/receiver"
 )
 
-// ReceiverReconciler keeps the webhook server's Index in step with the
+// Reconciler keeps the webhook server's Index in step with the
 // Receivers: it reads each one's Secret, serves its path, and reports the
 // path and Ready in status.
-type ReceiverReconciler struct {
+type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader // Secrets are read uncached: their data is never cached
-	Index     *receiver.Index
+	Index     *webhook.Index
 }
 
 // SetupWithManager registers the reconciler; a change to a Secret (its
 // metadata is watched, not its data) reconciles the Receivers naming it.
-func (r *ReceiverReconciler) SetupWithManager(mgr manager.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Receiver{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.naming),
@@ -44,7 +44,7 @@ func (r *ReceiverReconciler) SetupWithManager(mgr manager.Manager) error {
 		Complete(r)
 }
 
-func (r *ReceiverReconciler) naming(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) naming(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list v1alpha1.ReceiverList
 	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
 		return nil
@@ -59,7 +59,7 @@ func (r *ReceiverReconciler) naming(ctx context.Context, obj client.Object) []re
 }
 
 // Reconcile serves or stops serving one Receiver.
-func (r *ReceiverReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rcv v1alpha1.Receiver
 	if err := r.Client.Get(ctx, req.NamespacedName, &rcv); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -82,7 +82,7 @@ func (r *ReceiverReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 }
 
 // serve reads the token, indexes the path and sets Ready.
-func (r *ReceiverReconciler) serve(ctx context.Context, rcv *v1alpha1.Receiver) error {
+func (r *Reconciler) serve(ctx context.Context, rcv *v1alpha1.Receiver) error {
 	key := types.NamespacedName{Namespace: rcv.Namespace, Name: rcv.Name}
 	token, err := r.token(ctx, rcv)
 	if err != nil {
@@ -103,8 +103,8 @@ func (r *ReceiverReconciler) serve(ctx context.Context, rcv *v1alpha1.Receiver) 
 			return nil
 		}
 	}
-	path := receiver.WebhookPath(token, rcv.Name, rcv.Namespace)
-	r.Index.Set(path, &receiver.Target{Key: key, Type: rcv.Spec.Type, Events: rcv.Spec.Events,
+	path := webhook.WebhookPath(token, rcv.Name, rcv.Namespace)
+	r.Index.Set(path, &webhook.Target{Key: key, Type: rcv.Spec.Type, Events: rcv.Spec.Events,
 		Selector: selector, Suspend: rcv.Spec.Suspend, Token: token,
 		AcceptUnsigned: rcv.Spec.AcceptUnsigned && rcv.Spec.Type == v1alpha1.OCIReceiver})
 	rcv.Status.WebhookPath = path
@@ -127,7 +127,7 @@ func isMissingToken(err error) bool {
 	return ok
 }
 
-func (r *ReceiverReconciler) token(ctx context.Context, rcv *v1alpha1.Receiver) ([]byte, error) {
+func (r *Reconciler) token(ctx context.Context, rcv *v1alpha1.Receiver) ([]byte, error) {
 	var sec corev1.Secret
 	name := rcv.Spec.SecretRef.Name
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rcv.Namespace, Name: name}, &sec); err != nil {
@@ -143,7 +143,7 @@ func (r *ReceiverReconciler) token(ctx context.Context, rcv *v1alpha1.Receiver) 
 	return token, nil
 }
 
-func (r *ReceiverReconciler) setReady(rcv *v1alpha1.Receiver, status metav1.ConditionStatus, reason, msg string) {
+func (r *Reconciler) setReady(rcv *v1alpha1.Receiver, status metav1.ConditionStatus, reason, msg string) {
 	apimeta.SetStatusCondition(&rcv.Status.Conditions, metav1.Condition{
 		Type: v1alpha1.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: rcv.Generation,
 	})

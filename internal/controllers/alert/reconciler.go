@@ -1,4 +1,4 @@
-package controller
+package alert
 
 import (
 	"context"
@@ -26,29 +26,29 @@ import (
 // +kubebuilder:rbac:groups=stackpilot.dev,resources=alerts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=stackpilot.dev,resources=alerts/status,verbs=get;update;patch
 
-// AlertReconciler keeps each Alert's status (Ready, deliveries) and runs the
+// Reconciler keeps each Alert's status (Ready, deliveries) and runs the
 // notifier: a handler on the Stack informer that sees every update of a
 // Stack's status in order, apart from the Stack reconciler, which never
 // waits on a message.
-type AlertReconciler struct {
+type Reconciler struct {
 	client.Client
 	Notifier *notify.Notifier
 }
 
-// NewAlertReconciler makes the reconciler and its notifier: Alerts from the
+// NewReconciler makes the reconciler and its notifier: Alerts from the
 // manager's cache, Secrets read uncached. denyInternal is the controller's
 // --notification-deny-internal-addresses.
-func NewAlertReconciler(mgr ctrl.Manager, denyInternal bool) *AlertReconciler {
+func NewReconciler(mgr ctrl.Manager, denyInternal bool) *Reconciler {
 	//lint:ignore SA1019 core/v1 Events, as the Stack reconciler's: kubectl describe shows them beside the object.
 	n := notify.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorderFor("stackpilot-alerts"), denyInternal)
-	return &AlertReconciler{Client: mgr.GetClient(), Notifier: n}
+	return &Reconciler{Client: mgr.GetClient(), Notifier: n}
 }
 
 // SetupWithManager registers the Alert controller and the notifier. The
 // notifier runs only on the leader, and seeds its state from the Stacks as
 // they are when it starts: a restart or a new leader sends nothing for
 // states that were already there.
-func (r *AlertReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(r.watchStacks(mgr))); err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (r *AlertReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *AlertReconciler) watchStacks(mgr ctrl.Manager) func(context.Context) error {
+func (r *Reconciler) watchStacks(mgr ctrl.Manager) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx = log.IntoContext(ctx, ctrl.Log.WithName("notifier"))
 		r.Notifier.Start(ctx)
@@ -110,7 +110,7 @@ func survive(ctx context.Context) {
 
 // Reconcile writes the Alert's status: Ready from its provider's settings
 // and the last delivery, and the delivery counts.
-func (r *AlertReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var alert v1alpha1.Alert
 	if err := r.Get(ctx, req.NamespacedName, &alert); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"encoding/json"
@@ -9,18 +9,16 @@ import (
 	"regexp"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/stackpilot/stackpilot/internal/plan"
 )
 
-// PlanStore keeps the full plans that wait for approval out of etcd, in the
+// Store keeps the full plans that wait for approval out of etcd, in the
 // controller's data dir: <dir>/<stack-uid>/<id>/ holds Pulumi's update plan
-// (plan.json, what `pulumi up --plan` applies) and the plan.Document
+// (plan.json, what `pulumi up --plan` applies) and the Document
 // (document.json, what the /plans endpoint serves). A plan is made in a
 // staging directory and renamed into place once both files are written, so a
 // reader never sees half a plan, and a crash mid-preview leaves only a
 // staging directory that the next plan of the Stack removes.
-type PlanStore struct {
+type Store struct {
 	dir string
 }
 
@@ -30,37 +28,37 @@ const (
 	stagingPrefix    = ".staging-"
 )
 
-// planIDPattern is what a plan id looks like (newOperationID("plan")); an id
-// from a URL or an annotation that does not match names no plan, and never a
-// path outside the store.
+// planIDPattern is what a plan id looks like (the Stack reconciler makes them
+// with newOperationID("plan")); an id from a URL or an annotation that does
+// not match names no plan, and never a path outside the store.
 var planIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
 
-// errPlanNotFound: the store holds no plan of that id for the Stack.
-var errPlanNotFound = errors.New("plan not found")
+// ErrNotFound: the store holds no plan of that id for the Stack.
+var ErrNotFound = errors.New("plan not found")
 
-// NewPlanStore makes the store's directory.
-func NewPlanStore(dir string) (*PlanStore, error) {
+// NewStore makes the store's directory.
+func NewStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("plans dir: %w", err)
 	}
-	return &PlanStore{dir: dir}, nil
+	return &Store{dir: dir}, nil
 }
 
-func (s *PlanStore) stackDir(uid types.UID) string { return filepath.Join(s.dir, string(uid)) }
+func (s *Store) stackDir(uid types.UID) string { return filepath.Join(s.dir, string(uid)) }
 
-func (s *PlanStore) planDir(uid types.UID, id string) string {
+func (s *Store) planDir(uid types.UID, id string) string {
 	return filepath.Join(s.stackDir(uid), id)
 }
 
 // PlanFile is the path of Pulumi's update plan of a stored plan.
-func (s *PlanStore) PlanFile(uid types.UID, id string) string {
+func (s *Store) PlanFile(uid types.UID, id string) string {
 	return filepath.Join(s.planDir(uid, id), pulumiPlanFile)
 }
 
 // Stage makes an empty staging directory for plan id and returns the path
 // where the preview saves Pulumi's plan. Leftover staging directories of
 // the Stack (a crash mid-preview) are removed first.
-func (s *PlanStore) Stage(uid types.UID, id string) (string, error) {
+func (s *Store) Stage(uid types.UID, id string) (string, error) {
 	if !planIDPattern.MatchString(id) {
 		return "", fmt.Errorf("invalid plan id %q", id)
 	}
@@ -79,7 +77,7 @@ func (s *PlanStore) Stage(uid types.UID, id string) (string, error) {
 // Commit writes doc beside the staged Pulumi plan and moves the plan into
 // place. The staged plan file must exist: a preview that saved none made no
 // plan that could be applied.
-func (s *PlanStore) Commit(uid types.UID, doc *plan.Document) error {
+func (s *Store) Commit(uid types.UID, doc *Document) error {
 	staging := filepath.Join(s.stackDir(uid), stagingPrefix+doc.ID)
 	defer os.RemoveAll(staging)
 	if _, err := os.Stat(filepath.Join(staging, pulumiPlanFile)); err != nil {
@@ -98,19 +96,19 @@ func (s *PlanStore) Commit(uid types.UID, doc *plan.Document) error {
 	return nil
 }
 
-// Document reads a stored plan's Document; errPlanNotFound when there is none.
-func (s *PlanStore) Document(uid types.UID, id string) (*plan.Document, error) {
+// Document reads a stored plan's Document; ErrNotFound when there is none.
+func (s *Store) Document(uid types.UID, id string) (*Document, error) {
 	if !planIDPattern.MatchString(id) {
-		return nil, errPlanNotFound
+		return nil, ErrNotFound
 	}
 	raw, err := os.ReadFile(filepath.Join(s.planDir(uid, id), planDocumentFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, errPlanNotFound
+		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	doc := &plan.Document{}
+	doc := &Document{}
 	if err := json.Unmarshal(raw, doc); err != nil {
 		return nil, fmt.Errorf("plan %s: %w", id, err)
 	}
@@ -118,7 +116,7 @@ func (s *PlanStore) Document(uid types.UID, id string) (*plan.Document, error) {
 }
 
 // Has is true when both files of plan id are in place.
-func (s *PlanStore) Has(uid types.UID, id string) bool {
+func (s *Store) Has(uid types.UID, id string) bool {
 	if !planIDPattern.MatchString(id) {
 		return false
 	}
@@ -134,8 +132,8 @@ func (s *PlanStore) Has(uid types.UID, id string) bool {
 // staging directory: a plan is committed before the status patch that names
 // it, so a controller that dies in between leaves a plan no status names,
 // which nothing would ever remove. Call it once status is in the API server
-// and no preview runs (data_dir.go).
-func (s *PlanStore) Prune(uid types.UID, keep string) error {
+// and no preview runs (the Stack reconciler's data_dir.go).
+func (s *Store) Prune(uid types.UID, keep string) error {
 	if uid == "" {
 		return nil
 	}
@@ -159,7 +157,7 @@ func (s *PlanStore) Prune(uid types.UID, keep string) error {
 }
 
 // Remove deletes plan id (applied, replaced or dropped).
-func (s *PlanStore) Remove(uid types.UID, id string) error {
+func (s *Store) Remove(uid types.UID, id string) error {
 	if !planIDPattern.MatchString(id) {
 		return nil
 	}
@@ -167,7 +165,7 @@ func (s *PlanStore) Remove(uid types.UID, id string) error {
 }
 
 // RemoveStack deletes every plan of a Stack (it is being deleted).
-func (s *PlanStore) RemoveStack(uid types.UID) error {
+func (s *Store) RemoveStack(uid types.UID) error {
 	if uid == "" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -19,22 +19,23 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/stackpilot/stackpilot/internal/controller"
 	"github.com/stackpilot/stackpilot/internal/logstore"
+	"github.com/stackpilot/stackpilot/internal/plan"
+	"github.com/stackpilot/stackpilot/internal/wire"
 )
 
-// setupLogs serves the engine logs and the full plans over HTTPS on addr
+// Setup serves the engine logs and the full plans over HTTPS on addr
 // ("0" disables it), each only to a caller who may get the Stack,
 // with the certificate in certDir (tls.crt, tls.key) or, when certDir is
 // empty, a self-signed one made now: the API server's service proxy, the
 // way users reach it, does not verify a Service's certificate, and the
 // bearer tokens it carries must still not cross the network in the clear.
 // The port is bound here, so a taken one fails the start, not later.
-func setupLogs(mgr ctrl.Manager, addr, certDir string, store *logstore.Store, plans *controller.PlanStore) error {
+func Setup(mgr ctrl.Manager, addr, certDir string, logs *logstore.Store, plans *plan.Store) error {
 	if addr == "0" || addr == "" {
 		return nil
 	}
-	cert, err := logsCertificate(certDir)
+	cert, err := certificate(certDir)
 	if err != nil {
 		return fmt.Errorf("--logs-cert-dir: %w", err)
 	}
@@ -43,8 +44,8 @@ func setupLogs(mgr ctrl.Manager, addr, certDir string, store *logstore.Store, pl
 		return fmt.Errorf("--logs-bind-address: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(controller.LogsPath, &controller.LogsHandler{Store: store, Reader: mgr.GetAPIReader(), Client: mgr.GetClient()})
-	mux.Handle(controller.PlansPath, &controller.PlanHandler{Store: plans, Reader: mgr.GetClient(), Client: mgr.GetClient()})
+	mux.Handle(wire.LogsPath, &LogsHandler{Store: logs, Reader: mgr.GetAPIReader(), Client: mgr.GetClient()})
+	mux.Handle(wire.PlansPath, &PlanHandler{Store: plans, Reader: mgr.GetClient(), Client: mgr.GetClient()})
 	srv := &http.Server{
 		Handler:   mux,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
@@ -52,19 +53,19 @@ func setupLogs(mgr ctrl.Manager, addr, certDir string, store *logstore.Store, pl
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	return mgr.Add(&logsServer{srv: srv, ln: ln})
+	return mgr.Add(&listener{srv: srv, ln: ln})
 }
 
-// logsServer runs on every replica, leader or not: each serves the logs of
+// listener runs on every replica, leader or not: each serves the logs of
 // the operations it ran.
-type logsServer struct {
+type listener struct {
 	srv *http.Server
 	ln  net.Listener
 }
 
-func (s *logsServer) NeedLeaderElection() bool { return false }
+func (s *listener) NeedLeaderElection() bool { return false }
 
-func (s *logsServer) Start(ctx context.Context) error {
+func (s *listener) Start(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -78,8 +79,8 @@ func (s *logsServer) Start(ctx context.Context) error {
 	return nil
 }
 
-// logsCertificate is certDir's key pair, else a new self-signed one.
-func logsCertificate(certDir string) (tls.Certificate, error) {
+// certificate is certDir's key pair, else a new self-signed one.
+func certificate(certDir string) (tls.Certificate, error) {
 	if certDir != "" {
 		return tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	}

@@ -1,4 +1,4 @@
-package controller
+package server
 
 import (
 	"context"
@@ -8,10 +8,34 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/wire"
 )
+
+// Who the caller of the logs and plans is, and whether they may get the Stack.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// readableStack is the Stack at key, read with reader once the caller of
+// req may get it (authorizeStackRead, with cl); else nil and the HTTP
+// status and message to answer. what says what the access is for, in the
+// 403's message.
+func readableStack(ctx context.Context, reader client.Reader, cl client.Client, req *http.Request, key client.ObjectKey, what string) (*v1alpha1.Stack, int, string) {
+	if code, msg := authorizeStackRead(ctx, cl, req, key, what); code != 0 {
+		return nil, code, msg
+	}
+	stack := &v1alpha1.Stack{}
+	if err := reader.Get(ctx, key, stack); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, http.StatusNotFound, fmt.Sprintf("no Stack %s", key)
+		}
+		return nil, http.StatusInternalServerError, fmt.Sprintf("read Stack %s: %v", key, err)
+	}
+	return stack, 0, ""
+}
 
 // authorizeStackRead answers 0 when the caller of req may get the Stack at
 // key, else the HTTP status and why; what says what the access is for, in
@@ -23,13 +47,13 @@ import (
 // served to exactly those who may get the Stack, whatever the port is
 // reachable from.
 func authorizeStackRead(ctx context.Context, cl client.Client, req *http.Request, key client.ObjectKey, what string) (int, string) {
-	token := strings.TrimSpace(req.Header.Get(TokenHeader))
+	token := strings.TrimSpace(req.Header.Get(wire.TokenHeader))
 	if token == "" {
 		token, _ = strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 		token = strings.TrimSpace(token)
 	}
 	if token == "" {
-		return http.StatusUnauthorized, "no bearer token: send it in the " + TokenHeader + " header"
+		return http.StatusUnauthorized, "no bearer token: send it in the " + wire.TokenHeader + " header"
 	}
 	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
 	if err := cl.Create(ctx, tr); err != nil {

@@ -1,29 +1,17 @@
-package controller
+package server
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/logstore"
-)
-
-const (
-	// LogsPath is where LogsHandler is served on the logs listener.
-	LogsPath = "/logs/"
-	// TokenHeader carries the caller's bearer token. Why not Authorization:
-	// the API server's service proxy authenticates the caller with that
-	// header and then strips it, so it never reaches the controller.
-	TokenHeader = "X-Stackpilot-Token"
-	// OperationHeader names the operation whose log is served.
-	OperationHeader = "X-Stackpilot-Operation"
+	"github.com/stackpilot/stackpilot/internal/wire"
 )
 
 // LogsHandler serves the engine logs the log store keeps, as text:
@@ -48,57 +36,48 @@ type LogsHandler struct {
 
 func (h *LogsHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodGet {
-		writePlanError(w, http.StatusMethodNotAllowed, "only GET is served")
+		wire.WriteError(w, http.StatusMethodNotAllowed, "only GET is served")
 		return
 	}
-	parts := strings.Split(strings.Trim(strings.TrimPrefix(req.URL.Path, LogsPath), "/"), "/")
-	if !strings.HasPrefix(req.URL.Path, LogsPath) || len(parts) != 2 || parts[0] == "" || parts[1] == "" {
-		writePlanError(w, http.StatusNotFound, "use /logs/<namespace>/<name>[?operation=<id>][&follow=1]")
+	parts := wire.SplitPath(wire.LogsPath, req.URL.Path)
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		wire.WriteError(w, http.StatusNotFound, "use /logs/<namespace>/<name>[?operation=<id>][&follow=1]")
 		return
 	}
 	if h.Store == nil || h.Reader == nil || h.Client == nil {
-		writePlanError(w, http.StatusServiceUnavailable, "the controller is starting")
+		wire.WriteError(w, http.StatusServiceUnavailable, "the controller is starting")
 		return
 	}
 	ctx := req.Context()
 	key := client.ObjectKey{Namespace: parts[0], Name: parts[1]}
-	if code, msg := authorizeStackRead(ctx, h.Client, req, key, "reading its logs"); code != 0 {
-		writePlanError(w, code, msg)
-		return
-	}
-	stack := &v1alpha1.Stack{}
-	if err := h.Reader.Get(ctx, key, stack); err != nil {
-		if apierrors.IsNotFound(err) {
-			writePlanError(w, http.StatusNotFound, fmt.Sprintf("no Stack %s", key))
-			return
-		}
-		writePlanError(w, http.StatusInternalServerError, fmt.Sprintf("read Stack %s: %v", key, err))
+	stack, code, msg := readableStack(ctx, h.Reader, h.Client, req, key, "reading its logs")
+	if stack == nil {
+		wire.WriteError(w, code, msg)
 		return
 	}
 	uid := string(stack.UID)
-	id := req.URL.Query().Get("operation")
+	id := req.URL.Query().Get(wire.OperationParam)
 	switch {
 	case id != "" && !h.Store.Has(uid, id):
-		writePlanError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no log of operation %q: the controller keeps the last %d operations' logs (see status.history), and none from before it kept logs", key, id, logstore.DefaultKeep))
+		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no log of operation %q: the controller keeps the last %d operations' logs (see status.history), and none from before it kept logs", key, id, logstore.DefaultKeep))
 		return
 	case id == "":
 		if id = h.lastLogged(stack); id == "" {
-			writePlanError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no operation log yet", key))
+			wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no operation log yet", key))
 			return
 		}
 	}
 	f, err := h.Store.Open(uid, id)
 	if err != nil {
-		writePlanError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no log of operation %q: %v", key, id, err))
+		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no log of operation %q: %v", key, id, err))
 		return
 	}
 	defer f.Close()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set(OperationHeader, id)
+	w.Header().Set("Content-Type", wire.ContentText)
+	w.Header().Set(wire.OperationHeader, id)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	follow := req.URL.Query().Get("follow")
-	if follow != "1" && follow != "true" {
+	if !wire.Follows(req.URL.Query()) {
 		_, _ = io.Copy(w, f)
 		return
 	}

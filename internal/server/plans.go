@@ -1,0 +1,73 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/internal/plan"
+	"github.com/stackpilot/stackpilot/internal/wire"
+)
+
+// PlanHandler serves the full plans the plan.Store keeps, as JSON
+// (plan.Document: resource and property names, never values):
+//
+//	GET /plans/<namespace>/<name>       the Stack's pending plan
+//	GET /plans/<namespace>/<name>/<id>  plan <id> of the Stack, while it is kept
+//
+// Only to a caller who may get that Stack (readableStack, as the logs):
+// a plan names every resource and changed property of a stack. Without a
+// bearer token it is 401, without get on the Stack 403; anything else is a
+// 404 (405 for a method other than GET), each with {"error": "..."}.
+type PlanHandler struct {
+	Store *plan.Store
+	// Reader reads Stacks; Client creates TokenReviews and SubjectAccessReviews.
+	Reader client.Reader
+	Client client.Client
+}
+
+func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		wire.WriteError(w, http.StatusMethodNotAllowed, "only GET is served")
+		return
+	}
+	parts := wire.SplitPath(wire.PlansPath, req.URL.Path)
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		wire.WriteError(w, http.StatusNotFound, "use /plans/<namespace>/<name> or /plans/<namespace>/<name>/<plan id>")
+		return
+	}
+	if h.Store == nil || h.Reader == nil || h.Client == nil {
+		wire.WriteError(w, http.StatusServiceUnavailable, "the controller is starting")
+		return
+	}
+	key := client.ObjectKey{Namespace: parts[0], Name: parts[1]}
+	stack, code, msg := readableStack(req.Context(), h.Reader, h.Client, req, key, "reading its plans")
+	if stack == nil {
+		wire.WriteError(w, code, msg)
+		return
+	}
+	var id string
+	switch {
+	case len(parts) == 3:
+		id = parts[2]
+	case stack.Status.PendingPlan != nil:
+		id = stack.Status.PendingPlan.ID
+	default:
+		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no pending plan", key))
+		return
+	}
+	doc, err := h.Store.Document(stack.UID, id)
+	if errors.Is(err, plan.ErrNotFound) || (err == nil && (doc.Namespace != key.Namespace || doc.Name != key.Name)) {
+		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no plan %q: it was applied, replaced, or never made", key, id))
+		return
+	}
+	if err != nil {
+		wire.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", wire.ContentJSON)
+	_ = json.NewEncoder(w).Encode(doc)
+}
