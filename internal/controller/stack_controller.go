@@ -222,7 +222,7 @@ func scrubMsg(st *reconcileState, msg string) string {
 	if st.inputs == nil {
 		return msg
 	}
-	return scrub(msg, st.inputs.secrets)
+	return scrub(msg, st.inputs.Secrets)
 }
 
 // event records a Kubernetes event about a Stack. Every event goes through

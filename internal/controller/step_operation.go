@@ -205,7 +205,7 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 		Create: int64(res.Changes.Create), Update: int64(res.Changes.Update),
 		Replace: int64(res.Changes.Replace), Delete: int64(res.Changes.Delete),
 	}
-	rec.Message = truncate(scrub(res.Message, st.inputs.secrets), 2000)
+	rec.Message = truncate(scrub(res.Message, st.inputs.Secrets), 2000)
 	if rec.Message == "" && res.Outcome == runner.OutcomeSucceeded {
 		rec.Message = summaryLine(res)
 	}

@@ -155,7 +155,7 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	ctx = st.stepContext(ctx) // it may have ended during a shutdown: its publish must land
 	st.inputs, st.programDigest = current, currentProgram
 	if restored != current {
-		current.secrets = append(current.secrets, restored.secrets...)
+		current.Secrets = append(current.Secrets, restored.Secrets...)
 	}
 	keepFailed()
 	if opErr != nil && !st.operationStarted {
@@ -247,7 +247,7 @@ func (r *StackReconciler) restoredInputs(ctx context.Context, st *reconcileState
 func rollbackInputs(restored, current *inputs) *inputs {
 	run := *restored
 	run.ServiceAccount = current.ServiceAccount
-	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
+	run.Secrets = append(slices.Clone(restored.Secrets), current.Secrets...)
 	return &run
 }
 
@@ -312,7 +312,7 @@ func (r *StackReconciler) driftAtApplied(ctx context.Context, st *reconcileState
 	defer func() {
 		st.inputs = current
 		if restored != current {
-			current.secrets = append(current.secrets, restored.secrets...)
+			current.Secrets = append(current.Secrets, restored.Secrets...)
 		}
 	}()
 	return r.driftIfDue(ctx, st, false)
