@@ -209,7 +209,7 @@ func run() error {
 	if err := controller.NewAlertReconciler(mgr, f.notificationDenyInternal).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := setupReceivers(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
+	if err := setupReceivers(mgr, f.webhookAddr, r.GitResolver()); err != nil {
 		return err
 	}
 	if err := setupLogs(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans); err != nil {

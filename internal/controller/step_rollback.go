@@ -227,7 +227,7 @@ func attemptedIs(stack *v1alpha1.Stack, rb *v1alpha1.RollbackStatus) bool {
 
 // restoredInputs are the inputs the last applied revision was applied with:
 // the ones resolved now when they are the same (only the revision changed),
-// else those kept at its up (inputs_snapshot.go).
+// else those kept at its up (inputs.Snapshots).
 func (r *StackReconciler) restoredInputs(ctx context.Context, st *reconcileState) (*inputs, error) {
 	if st.inputs.Digest == st.stack.Status.InputsDigest {
 		return st.inputs, nil

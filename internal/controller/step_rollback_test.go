@@ -74,7 +74,7 @@ func rollbackFixture(t *testing.T, outcome runner.Outcome, keep bool) (*StackRec
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(stack).WithStatusSubresource(stack).Build()
 	exec := &recordingExecutor{outcome: outcome}
-	r := &StackReconciler{Client: c, APIReader: c, Executor: exec, Artifacts: store, WorkDir: t.TempDir(),
+	r := &StackReconciler{Client: c, APIReader: c, Config: Config{Executor: exec}, Artifacts: store, WorkDir: t.TempDir(),
 		InputsDir: t.TempDir(), DigestKey: staticDigestKey(bytes.Repeat([]byte{3}, digestKeySize)), Host: "ctrl"}
 	old := &inputs{Backend: "file:///state", Digest: "hmac-sha256:d1",
 		Config:  []runner.ConfigValue{{Key: "color", Value: "green"}, {Key: "token", Value: "s3cret-old", Secret: true}},

@@ -104,7 +104,7 @@ func (r *Snapshots) Write(ctx context.Context, uid types.UID, in *Inputs) error 
 
 // Prune removes every kept inputs file of a Stack but the one of
 // digest, the inputs status says were applied last (a rollback goes back to
-// those alone), once that status is in the API server (data_dir.go).
+// those alone), once that status is in the API server (the controller's data_dir.go).
 func (r *Snapshots) Prune(ctx context.Context, uid types.UID, digest string) {
 	if r.Dir == "" || uid == "" || digest == "" {
 		return

@@ -66,7 +66,7 @@ func TestInputsSnapshot(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("cannot be decrypted")))
 
 	// The next successful up keeps its inputs beside the applied ones, and
-	// replaces them once the status records it (data_dir.go).
+	// replaces them once the status records it (the controller's data_dir.go).
 	next := *in
 	next.Digest = "hmac-sha256:cccc"
 	g.Expect(r.Write(ctx, "uid-1", &next)).To(Succeed())

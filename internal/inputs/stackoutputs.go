@@ -20,7 +20,7 @@ import (
 // stackOutputs turns the outputs another Stack published into config values
 // (configFrom[].stackOutputs). They are read from the upstream's outputs
 // Secret, where every output is, secret ones too, as the publisher wrote
-// them (step_outputs.go): strings as they are, other values as JSON text,
+// them (the controller's step_outputs.go): strings as they are, other values as JSON text,
 // with annotations naming the JSON ones and the secret ones. Each value goes
 // back to what Pulumi gave: a number stays a number, a secret output becomes
 // secret config and is scrubbed from every message.
