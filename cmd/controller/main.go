@@ -31,6 +31,7 @@ import (
 	"github.com/stackpilot/stackpilot/internal/controllers/alert"
 	"github.com/stackpilot/stackpilot/internal/controllers/receiver"
 	"github.com/stackpilot/stackpilot/internal/executor"
+	"github.com/stackpilot/stackpilot/internal/inputs"
 	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/notify"
 	"github.com/stackpilot/stackpilot/internal/reaper"
@@ -179,7 +180,7 @@ func run() error {
 		DefaultBackend:          f.defaultBackend,
 		DefaultPassphraseSecret: f.defaultPassphraseSecret,
 		PulumiCommand:           f.pulumiCommand,
-		Tenancy: controller.Tenancy{
+		Tenancy: inputs.Tenancy{
 			RESTConfig:            restConfig,
 			DefaultServiceAccount: f.defaultServiceAccount,
 			OwnClusterEnv:         ownEnv,
@@ -196,7 +197,7 @@ func run() error {
 			Concurrency: f.concurrentOperations,
 			CancelGrace: f.gracefulShutdownTimeout,
 			// Nothing that leads to the controller's credentials: how a program
-			// reaches the cluster is chosen per operation (controller.Tenancy).
+			// reaches the cluster is chosen per operation (inputs.Tenancy).
 			Env: runnerBaseEnv(os.Environ()),
 		},
 	})
@@ -211,7 +212,7 @@ func run() error {
 	if err := alert.NewReconciler(mgr, f.notificationDenyInternal).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := receiver.Setup(mgr, f.webhookAddr, r.Source.Resolver); err != nil {
+	if err := receiver.Setup(mgr, f.webhookAddr, r.GitResolver()); err != nil {
 		return err
 	}
 	if err := server.Setup(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans); err != nil {
@@ -298,7 +299,7 @@ func ownClusterEnv(cfg *rest.Config, dataDir string) (map[string]string, error) 
 		return map[string]string{}, nil // e.g. ~/.kube/config, which the runner finds through HOME
 	}
 	path := filepath.Join(dataDir, "controller-kubeconfig")
-	if err := controller.WriteInClusterKubeconfig(path, cfg); err != nil {
+	if err := inputs.WriteInClusterKubeconfig(path, cfg); err != nil {
 		return nil, fmt.Errorf("kubeconfig for Stacks without a ServiceAccount: %w", err)
 	}
 	return map[string]string{"KUBECONFIG": path}, nil

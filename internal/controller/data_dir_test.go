@@ -32,7 +32,7 @@ func dataDirFixture(t *testing.T) (*StackReconciler, *reconcileState) {
 	plans, err := plan.NewStore(filepath.Join(t.TempDir(), "plans"))
 	g.Expect(err).NotTo(HaveOccurred())
 	r := &StackReconciler{Client: c, APIReader: c, InputsDir: t.TempDir(), Plans: plans,
-		DigestKey: &DigestKey{key: bytes.Repeat([]byte{7}, digestKeySize)}}
+		DigestKey: staticDigestKey(bytes.Repeat([]byte{7}, digestKeySize))}
 	return r, stateOf(r, stack)
 }
 

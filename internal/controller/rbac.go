@@ -17,7 +17,7 @@ package controller
 // finalize asks whether a Stack's namespace is being deleted (read uncached: no namespace informer).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // Tenancy: check that a Stack's ServiceAccount exists, and request a short-lived
-// token for it per operation (tenancy.go).
+// token for it per operation (inputs.Tenancy).
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
 // Flux sources a Stack follows (spec.source.sourceRef): read and watched for new artifacts.

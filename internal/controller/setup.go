@@ -32,7 +32,7 @@ type Options struct {
 // Only the metadata of Secrets and ConfigMaps is watched, so no Secret data is
 // cached in the controller's memory.
 func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Stack{}, referencedIndex, indexReferences); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Stack{}, referencedIndex, r.indexReferences); err != nil {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Stack{}, dependsOnIndex, indexDependencies); err != nil {
@@ -48,14 +48,18 @@ func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing("ConfigMap")),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
-	b, err := r.watchFluxSources(ctx, mgr, b)
-	if err != nil {
-		return err
+	// Each source kind watches what its Stacks follow (a Flux source's
+	// artifact).
+	for _, kind := range r.Sources {
+		var err error
+		if b, err = kind.Watch(ctx, mgr, b); err != nil {
+			return err
+		}
 	}
 	return b.Complete(r)
 }
 
-func indexReferences(obj client.Object) []string {
+func (r *StackReconciler) indexReferences(obj client.Object) []string {
 	stack := obj.(*v1alpha1.Stack)
 	var refs []string
 	add := func(kind string, ref *v1alpha1.OptionalObjectReference) {
@@ -77,15 +81,9 @@ func indexReferences(obj client.Object) []string {
 	if sp := stack.Spec.SecretsProvider; sp != nil && sp.PassphraseSecretRef != nil {
 		refs = append(refs, "Secret/"+sp.PassphraseSecretRef.Name)
 	}
-	if g := stack.Spec.Source.Git; g != nil && g.SecretRef != nil {
-		refs = append(refs, "Secret/"+g.SecretRef.Name)
-	}
-	if o := stack.Spec.Source.OCI; o != nil {
-		if o.SecretRef != nil {
-			refs = append(refs, "Secret/"+o.SecretRef.Name)
-		}
-		if o.Verify != nil {
-			refs = append(refs, "Secret/"+o.Verify.SecretRef.Name)
+	for _, kind := range r.Sources { // a kind not the Stack's names none
+		for _, name := range kind.Secrets(stack) {
+			refs = append(refs, "Secret/"+name)
 		}
 	}
 	return refs

@@ -32,7 +32,7 @@ func (e *countingExecutor) Run(context.Context, runner.Spec) (runner.Result, err
 func TestNoOperationStartsWhileShuttingDown(t *testing.T) {
 	g := NewWithT(t)
 	exec := &countingExecutor{}
-	r := &StackReconciler{Executor: exec}
+	r := &StackReconciler{Config: Config{Executor: exec}}
 	st := &reconcileState{stack: &v1alpha1.Stack{}, inputs: &inputs{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

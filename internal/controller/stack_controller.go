@@ -18,7 +18,6 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
-	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/logstore"
 	"github.com/stackpilot/stackpilot/internal/plan"
 	"github.com/stackpilot/stackpilot/internal/runner"
@@ -30,7 +29,10 @@ type Executor interface {
 }
 
 // StackReconciler keeps each Stack's infrastructure equal to its program.
+// It embeds the Config it was made with (new.go), so what a caller chooses
+// is read as r.DefaultBackend, r.Sources, ... and never copied by hand.
 type StackReconciler struct {
+	Config
 	client.Client
 	// APIReader reads Secrets and ConfigMaps straight from the API server, so the
 	// controller caches no Secret data (it watches their metadata only).
@@ -39,15 +41,7 @@ type StackReconciler struct {
 	// revision, as Flux's controllers annotate theirs) where events.k8s.io
 	// Events cannot.
 	EventRecorder record.EventRecorder
-	Executor      Executor
-	Source        *GitSource
-	OCI           *OCISource
-	Flux          *FluxSource
-	// AllowCrossNamespaceRefs lets spec.source.sourceRef name a source, and
-	// spec.dependsOn and configFrom stackOutputs a Stack, in another
-	// namespace (--allow-cross-namespace-refs).
-	AllowCrossNamespaceRefs bool
-	Artifacts               *artifact.Store
+	Artifacts     *artifact.Store
 	// Logs keeps the engine logs of each Stack's recent operations; nil
 	// keeps none.
 	Logs *logstore.Store
@@ -58,35 +52,17 @@ type StackReconciler struct {
 	// that carries it lands (outcome_store.go); "" keeps none.
 	OutcomesDir string
 	// InputsDir keeps the last applied inputs of each Stack with
-	// spec.rollback, encrypted (inputs_snapshot.go); "" keeps none.
+	// spec.rollback, encrypted (inputs.Snapshots); "" keeps none.
 	InputsDir string
 	// PulumiHome is shared by every operation so plugins are installed once.
 	PulumiHome string
-	// PulumiCommand is the pulumi binary the runner drives ("" = from PATH).
-	PulumiCommand string
-	// DefaultBackend is used when spec.backend is empty; {namespace} is replaced
-	// (or /<namespace> appended) so that namespaces never share state by accident.
-	DefaultBackend string
-	// DefaultPassphraseSecret names a Secret in the Stack's namespace holding the
-	// passphrase when the spec names none.
-	DefaultPassphraseSecret string
-	// Tenancy chooses the identity each program acts as (tenancy.go).
-	Tenancy Tenancy
-	// DigestKey keys the HMAC of the inputs digest (digestkey.go).
+	// DigestKey keys the HMAC of the inputs digest (inputs.DigestKey).
 	DigestKey *DigestKey
 	// Host is this controller's host name (in a Pod, the Pod's name), recorded
 	// with each operation so that its lock can be told apart from others'.
 	Host string
-	// PodNamespace is the controller Pod's namespace (env POD_NAMESPACE), where
-	// it looks for the Pod of an interrupted operation; empty outside a Pod.
-	PodNamespace string
 	// Plans keeps the plans that wait for approval.
 	Plans *plan.Store
-	// IntervalJitter delays each requeue at spec.interval by up to p % of it
-	// (never earlier), so that Stacks created together do not wake together
-	// (jitter.go). Retries and backoff waits are not jittered. The zero value
-	// adds none.
-	IntervalJitter jitter.Interval
 
 	inflight inflightOps
 }
@@ -224,7 +200,7 @@ func scrubMsg(st *reconcileState, msg string) string {
 	if st.inputs == nil {
 		return msg
 	}
-	return scrub(msg, st.inputs.secrets)
+	return scrub(msg, st.inputs.Secrets)
 }
 
 // event records a Kubernetes event about a Stack. Every event goes through

@@ -21,11 +21,6 @@ func (r *StackReconciler) resolveInputs(ctx context.Context, st *reconcileState)
 	return stepContinue, nil
 }
 
-func (r *StackReconciler) inputsResolver() *inputsResolver {
-	return &inputsResolver{client: r.APIReader, defaultBackend: r.DefaultBackend, defaultPassphraseSecret: r.DefaultPassphraseSecret,
-		defaultServiceAccount: r.Tenancy.DefaultServiceAccount, digestKey: r.DigestKey, allowCrossNamespace: r.AllowCrossNamespaceRefs}
-}
-
 // decide chooses between nothing, an up, and waiting out a failure's backoff.
 func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack

@@ -158,7 +158,7 @@ func dependencyReconciler(t *testing.T, allowCross bool, objs ...client.Object) 
 	_ = v1alpha1.AddToScheme(scheme)
 	_ = corev1.AddToScheme(scheme)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
-	return &StackReconciler{Client: c, AllowCrossNamespaceRefs: allowCross}
+	return &StackReconciler{Client: c, Config: Config{AllowCrossNamespaceRefs: allowCross}}
 }
 
 func TestCheckDependencies(t *testing.T) {

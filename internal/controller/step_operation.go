@@ -34,7 +34,7 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 		return stepDone, err
 	}
 	ctx = st.stepContext(ctx) // the up may have ended during a shutdown: what follows must land
-	r.keepInputs(ctx, st)     // what a rollback to this revision applies (inputs_snapshot.go)
+	r.keepInputs(ctx, st)     // what a rollback to this revision applies (inputs.Snapshots)
 	stack := st.stack
 	if st.approved != nil {
 		r.planApplied(st, res)
@@ -205,7 +205,7 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 		Create: int64(res.Changes.Create), Update: int64(res.Changes.Update),
 		Replace: int64(res.Changes.Replace), Delete: int64(res.Changes.Delete),
 	}
-	rec.Message = truncate(scrub(res.Message, st.inputs.secrets), 2000)
+	rec.Message = truncate(scrub(res.Message, st.inputs.Secrets), 2000)
 	if rec.Message == "" && res.Outcome == runner.OutcomeSucceeded {
 		rec.Message = summaryLine(res)
 	}
@@ -253,7 +253,7 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		log.FromContext(ctx).V(1).Info("work tree copied, not linked: put the work and artifacts directories on one file system",
 			"reason", tree.LinkFallback.Error(), "bytes", tree.CopiedBytes)
 	}
-	env, err := r.runnerEnv(ctx, st, workDir) // the identity the program acts as (tenancy.go)
+	env, err := r.runnerEnv(ctx, st, workDir) // the identity the program acts as (inputs.Tenancy)
 	if err != nil {
 		return fail(runner.ErrorAuth, err)
 	}

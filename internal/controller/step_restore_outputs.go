@@ -82,7 +82,7 @@ func (r *StackReconciler) republish(ctx context.Context, st *reconcileState, why
 	res := r.execute(ctx, st, newOperationID(runner.OpOutputs), runner.OpOutputs, art, opOptions{})
 	operationsTotal.WithLabelValues(string(runner.OpOutputs), string(res.Outcome)).Inc()
 	if res.Outcome != runner.OutcomeSucceeded {
-		msg := boundMessage(scrub(res.Message, st.inputs.secrets), 2000)
+		msg := boundMessage(scrub(res.Message, st.inputs.Secrets), 2000)
 		return stepDone, r.publishFailed(st, transient(v1alpha1.PublishFailedReason,
 			fmt.Errorf("%s: reading the outputs from the stack's state failed: %s", why, msg)))
 	}
@@ -170,14 +170,6 @@ func sameKeys(published, status []string, minExtra, maxExtra int) bool {
 		}
 	}
 	return true
-}
-
-// boundKeys keeps a list of keys short enough for a message.
-func boundKeys(keys []string) []string {
-	if len(keys) <= 20 {
-		return keys
-	}
-	return append(keys[:20:20], fmt.Sprintf("... %d more", len(keys)-20))
 }
 
 // publishedFromStatus turns status.outputs (JSON values, secret ones shown as

@@ -155,7 +155,7 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	ctx = st.stepContext(ctx) // it may have ended during a shutdown: its publish must land
 	st.inputs, st.programDigest = current, currentProgram
 	if restored != current {
-		current.secrets = append(current.secrets, restored.secrets...)
+		current.Secrets = append(current.Secrets, restored.Secrets...)
 	}
 	keepFailed()
 	if opErr != nil && !st.operationStarted {
@@ -227,7 +227,7 @@ func attemptedIs(stack *v1alpha1.Stack, rb *v1alpha1.RollbackStatus) bool {
 
 // restoredInputs are the inputs the last applied revision was applied with:
 // the ones resolved now when they are the same (only the revision changed),
-// else those kept at its up (inputs_snapshot.go).
+// else those kept at its up (inputs.Snapshots).
 func (r *StackReconciler) restoredInputs(ctx context.Context, st *reconcileState) (*inputs, error) {
 	if st.inputs.Digest == st.stack.Status.InputsDigest {
 		return st.inputs, nil
@@ -247,7 +247,7 @@ func (r *StackReconciler) restoredInputs(ctx context.Context, st *reconcileState
 func rollbackInputs(restored, current *inputs) *inputs {
 	run := *restored
 	run.ServiceAccount = current.ServiceAccount
-	run.secrets = append(slices.Clone(restored.secrets), current.secrets...)
+	run.Secrets = append(slices.Clone(restored.Secrets), current.Secrets...)
 	return &run
 }
 
@@ -312,7 +312,7 @@ func (r *StackReconciler) driftAtApplied(ctx context.Context, st *reconcileState
 	defer func() {
 		st.inputs = current
 		if restored != current {
-			current.secrets = append(current.secrets, restored.secrets...)
+			current.Secrets = append(current.Secrets, restored.Secrets...)
 		}
 	}()
 	return r.driftIfDue(ctx, st, false)

@@ -74,12 +74,12 @@ func rollbackFixture(t *testing.T, outcome runner.Outcome, keep bool) (*StackRec
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(stack).WithStatusSubresource(stack).Build()
 	exec := &recordingExecutor{outcome: outcome}
-	r := &StackReconciler{Client: c, APIReader: c, Executor: exec, Artifacts: store, WorkDir: t.TempDir(),
-		InputsDir: t.TempDir(), DigestKey: &DigestKey{key: bytes.Repeat([]byte{3}, digestKeySize)}, Host: "ctrl"}
+	r := &StackReconciler{Client: c, APIReader: c, Config: Config{Executor: exec}, Artifacts: store, WorkDir: t.TempDir(),
+		InputsDir: t.TempDir(), DigestKey: staticDigestKey(bytes.Repeat([]byte{3}, digestKeySize)), Host: "ctrl"}
 	old := &inputs{Backend: "file:///state", Digest: "hmac-sha256:d1",
 		Config:  []runner.ConfigValue{{Key: "color", Value: "green"}, {Key: "token", Value: "s3cret-old", Secret: true}},
 		Env:     map[string]string{"PULUMI_CONFIG_PASSPHRASE": "pass-old"},
-		secrets: []string{"s3cret-old", "pass-old"}}
+		Secrets: []string{"s3cret-old", "pass-old"}}
 	if keep {
 		g.Expect(r.writeInputs(ctx, stack.UID, old)).To(Succeed())
 	}
@@ -88,7 +88,7 @@ func rollbackFixture(t *testing.T, outcome runner.Outcome, keep bool) (*StackRec
 	st.inputs = &inputs{Backend: "file:///state", Digest: "hmac-sha256:d2",
 		Config:  []runner.ConfigValue{{Key: "color", Value: "red"}, {Key: "token", Value: "s3cret-new", Secret: true}},
 		Env:     map[string]string{"PULUMI_CONFIG_PASSPHRASE": "pass-new"},
-		secrets: []string{"s3cret-new", "pass-new"}}
+		Secrets: []string{"s3cret-new", "pass-new"}}
 	return r, st, exec
 }
 
@@ -306,10 +306,10 @@ func TestRollbackUsesTodaysIdentity(t *testing.T) {
 	}
 	g.Expect(st.inputs.ServiceAccount).To(Equal("deployer"), "the resolved inputs are given back")
 
-	restored := &inputs{ServiceAccount: "", secrets: []string{"old"}}
-	run := rollbackInputs(restored, &inputs{ServiceAccount: "deployer", secrets: []string{"new"}})
+	restored := &inputs{ServiceAccount: "", Secrets: []string{"old"}}
+	run := rollbackInputs(restored, &inputs{ServiceAccount: "deployer", Secrets: []string{"new"}})
 	g.Expect(run.ServiceAccount).To(Equal("deployer"))
-	g.Expect(run.secrets).To(ConsistOf("old", "new"))
+	g.Expect(run.Secrets).To(ConsistOf("old", "new"))
 	g.Expect(restored.ServiceAccount).To(BeEmpty(), "the kept inputs are not changed")
 	g.Expect(rollbackInputs(&inputs{ServiceAccount: "old-sa"}, &inputs{}).ServiceAccount).To(BeEmpty(),
 		"a ServiceAccount no longer named acts as today's rules say")

@@ -3,28 +3,60 @@ package controller
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/runner"
 	"github.com/stackpilot/stackpilot/internal/source"
+	"github.com/stackpilot/stackpilot/internal/source/git"
 )
 
-// resolveSource finds the revision the Stack's source points at now, with the
-// resolver of its kind (source_git.go, source_oci.go), and leaves in st how to
-// fetch it. Resolutions are shared between Stacks and reused for up to
-// sourceMaxAge; a reconcile-now request forces a fresh one.
+// gitRef is the resolver's Ref for spec.source.git.ref (sameSource).
+var gitRef = git.SpecRef
+
+// resolveSource finds the revision the Stack's source points at now, with
+// its kind (internal/source/...), and leaves in st how to fetch it.
+// Resolutions are shared between Stacks and reused for up to sourceMaxAge;
+// a reconcile-now request forces a fresh one.
 func (r *StackReconciler) resolveSource(ctx context.Context, st *reconcileState) (stepResult, error) {
-	src := st.stack.Spec.Source
-	switch {
-	case src.Git != nil:
-		return stepContinue, r.resolveGit(ctx, st)
-	case src.OCI != nil:
-		return stepContinue, r.resolveOCI(ctx, st)
-	case src.SourceRef != nil:
-		return stepContinue, r.resolveFlux(ctx, st)
+	kind := r.Sources.Of(st.stack)
+	if kind == nil {
+		return stepDone, stalling(v1alpha1.InvalidSpecReason, "spec.source: set one of git, oci or sourceRef")
 	}
-	return stepDone, stalling(v1alpha1.InvalidSpecReason, "spec.source: set one of git, oci or sourceRef")
+	res, err := kind.Resolve(ctx, st.stack, r.resolveRequest(st.stack))
+	if err != nil {
+		return stepContinue, err
+	}
+	st.revision, st.fetch = res.Revision, res.Fetch
+	return stepContinue, nil
+}
+
+// resolveRequest is how stack resolves now: how old a shared resolution
+// may be, and whether a reconcile-now request asks for a fresh one.
+func (r *StackReconciler) resolveRequest(stack *v1alpha1.Stack) source.ResolveRequest {
+	req := source.ResolveRequest{MaxAge: r.sourceMaxAge(stack), Requested: isRequested(stack)}
+	if t, ok := requestStamp(stack); ok && req.Requested {
+		req.RequestedAt = t
+	}
+	return req
+}
+
+// requestStampWindow is how old a reconcile-now time may be and still be
+// trusted as "when it was asked": an old or hand-written time would let a
+// resolution from before the request serve it, so it skips the cache instead.
+const requestStampWindow = 10 * time.Minute
+
+// requestStamp is the time of the reconcile-now request, when its value is
+// an RFC 3339 time within requestStampWindow (a Receiver's, or `kubectl
+// annotate ...=$(date -u +%FT%T.%NZ)`).
+func requestStamp(stack *v1alpha1.Stack) (time.Time, bool) {
+	v, _ := requestedAt(stack)
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || time.Since(t) >= requestStampWindow {
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // fetchArtifact makes sure the resolved revision is in the artifact cache.
@@ -52,11 +84,11 @@ func (r *StackReconciler) ensureArtifact(ctx context.Context, st *reconcileState
 	project, err := artifact.SubdirPath(art.Path, dir)
 	if err != nil {
 		return stallingAt(st.revision, v1alpha1.ArtifactFailedReason,
-			"spec.source.dir %q in revision %s: %v; fix spec.source.dir or %s (checked again every spec.interval)", dir, st.revision, err, addFolderHint(st.stack))
+			"spec.source.dir %q in revision %s: %v; fix spec.source.dir or %s (checked again every spec.interval)", dir, st.revision, err, r.addFolderHint(st.stack))
 	}
 	if _, err := runner.ProjectName(project); err != nil {
 		return stallingAt(st.revision, v1alpha1.ProgramErrorReason,
-			"spec.source.dir %q in revision %s: %v; %s with a Pulumi project there (checked again every spec.interval)", dir, st.revision, err, publishHint(st.stack))
+			"spec.source.dir %q in revision %s: %v; %s with a Pulumi project there (checked again every spec.interval)", dir, st.revision, err, r.publishHint(st.stack))
 	}
 	st.artifact = art
 	return nil
@@ -64,22 +96,16 @@ func (r *StackReconciler) ensureArtifact(ctx context.Context, st *reconcileState
 
 // addFolderHint and publishHint say how a user puts a missing program into
 // the Stack's kind of source.
-func addFolderHint(stack *v1alpha1.Stack) string {
-	switch {
-	case stack.Spec.Source.OCI != nil:
-		return "push an artifact that holds the folder"
-	case stack.Spec.Source.SourceRef != nil:
-		return "publish the folder in the source's artifact"
+func (r *StackReconciler) addFolderHint(stack *v1alpha1.Stack) string {
+	if k := r.Sources.Of(stack); k != nil {
+		return k.Hints().AddFolder
 	}
 	return "commit the folder"
 }
 
-func publishHint(stack *v1alpha1.Stack) string {
-	switch {
-	case stack.Spec.Source.OCI != nil:
-		return "push an artifact"
-	case stack.Spec.Source.SourceRef != nil:
-		return "publish an artifact"
+func (r *StackReconciler) publishHint(stack *v1alpha1.Stack) string {
+	if k := r.Sources.Of(stack); k != nil {
+		return k.Hints().Publish
 	}
 	return "commit"
 }
@@ -91,36 +117,9 @@ func (r *StackReconciler) programAt(ctx context.Context, stack *v1alpha1.Stack, 
 	if art, ok := r.Artifacts.Get(ref.Digest); ok {
 		return art, nil
 	}
-	var fetched artifact.Artifact
-	var err error
-	switch {
-	case stack.Spec.Source.Git != nil:
-		fetched, err = r.gitFetchRevision(ctx, stack, ref.Revision)
-	case stack.Spec.Source.OCI != nil:
-		fetched, err = r.ociFetchRevision(ctx, stack, ref.Revision)
-	case stack.Spec.Source.SourceRef != nil:
-		fetched, err = r.fluxFetchRevision(ctx, stack, ref.Revision)
-	default:
-		err = errors.New("spec.source sets no source kind")
+	kind := r.Sources.Of(stack)
+	if kind == nil {
+		return artifact.Artifact{}, errors.New("spec.source sets no source kind")
 	}
-	if err != nil {
-		return artifact.Artifact{}, err
-	}
-	return fetched, nil
-}
-
-// sourceError turns the source package's typed errors into the reconciler's.
-// failedReason is the kind's reason for any other failure.
-func sourceError(err error, failedReason string) error {
-	var authErr *source.AuthError
-	var notFound *source.NotFoundError
-	switch {
-	case errors.As(err, &authErr):
-		return transient(v1alpha1.AuthenticationFailedReason, err)
-	case errors.As(err, &notFound):
-		return transient(v1alpha1.SourceNotFoundReason, err)
-	case source.IsStalling(err):
-		return stalling(v1alpha1.InvalidSpecReason, "%v", err)
-	}
-	return transient(failedReason, err)
+	return kind.FetchRevision(ctx, stack, ref.Revision)
 }

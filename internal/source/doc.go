@@ -1,6 +1,10 @@
 // Package source holds what every source kind (git, oci, flux) shares: the
-// typed errors the reconciler uses to choose between stalling, waiting and
-// backing off, and helpers that keep credentials out of messages.
+// Kind interface the Stack reconciler drives them through (kind.go), the
+// typed errors the fetchers return so that the reconciler can choose between
+// stalling, waiting and backing off, their translation into the reconciler's
+// errors (Failure), and helpers that keep credentials out of messages.
 //
-// The fetchers themselves live in subpackages (source/git, ...).
+// Each kind lives in a subpackage (source/git, source/oci, source/flux),
+// with its resolver, its fetcher and its Kind (kind.go). Adding a kind is one
+// such package plus one line in the controller's sourceKinds().
 package source

@@ -6,5 +6,7 @@
 // Errors are the typed errors of package source: *source.AuthError,
 // *source.NotFoundError, *source.TransientError and
 // *source.InvalidSpecError. They never contain secret values, and URLs in
-// them have their userinfo removed.
+// them have their userinfo removed. Kind (kind.go) is spec.source.git for
+// the Stack reconciler: it reads the credentials Secret and turns these
+// errors into the reconciler's (package serror).
 package git

@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"context"
@@ -18,11 +18,12 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
-// inputs is everything besides the program that an operation depends on,
+// Inputs is everything besides the program that an operation depends on,
 // resolved from the spec and the Secrets and ConfigMaps it references.
-type inputs struct {
+type Inputs struct {
 	Backend string
 	Config  []runner.ConfigValue
 	Env     map[string]string
@@ -31,50 +32,50 @@ type inputs struct {
 	ServiceAccount string
 	// Digest identifies these inputs; it changes when any of them changes.
 	Digest string
-	// secrets are the values that must never be shown (scrubbed from messages).
-	secrets []string
+	// Secrets are the values that must never be shown (scrubbed from messages).
+	Secrets []string
 }
 
 // configKeyPattern is a Pulumi config key: an optional namespace, then a name.
 var configKeyPattern = regexp.MustCompile(`^([A-Za-z0-9_.-]+:)?[A-Za-z0-9_./-]+$`)
 
-// inputsResolver reads the objects a Stack references.
-type inputsResolver struct {
-	client                  client.Reader
-	defaultBackend          string // may hold {namespace}
-	defaultPassphraseSecret string
-	defaultServiceAccount   string
-	// digestKey keys the HMAC of Digest.
-	digestKey digestKeySource
-	// allowCrossNamespace lets configFrom stackOutputs read a Stack of
+// Resolver reads the objects a Stack references.
+type Resolver struct {
+	Client                  client.Reader
+	DefaultBackend          string // may hold {namespace}
+	DefaultPassphraseSecret string
+	DefaultServiceAccount   string
+	// DigestKey keys the HMAC of Digest.
+	DigestKey KeySource
+	// AllowCrossNamespace lets configFrom stackOutputs read a Stack of
 	// another namespace (--allow-cross-namespace-refs).
-	allowCrossNamespace bool
+	AllowCrossNamespace bool
 }
 
-// digestKeySource gives the key of the inputs digest (*DigestKey).
-type digestKeySource interface {
+// KeySource gives the key of the inputs digest (*DigestKey).
+type KeySource interface {
 	Get(ctx context.Context) ([]byte, error)
 }
 
-// resolve builds the inputs of stack. Missing references are a WaitingError
+// Resolve builds the inputs of stack. Missing references are a WaitingError
 // (they may be created soon); malformed ones are a StallingError.
-func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*inputs, error) {
-	in := &inputs{Env: map[string]string{}}
+func (r *Resolver) Resolve(ctx context.Context, stack *v1alpha1.Stack) (*Inputs, error) {
+	in := &Inputs{Env: map[string]string{}}
 	spec := &stack.Spec
 
 	in.Backend = spec.Backend
 	if in.Backend == "" {
-		in.Backend = namespacedBackend(r.defaultBackend, stack.Namespace)
+		in.Backend = namespacedBackend(r.DefaultBackend, stack.Namespace)
 	}
 	if in.Backend == "" {
-		return nil, stalling(v1alpha1.InvalidSpecReason, "spec.backend is empty and the controller has no --default-backend")
+		return nil, serror.Stalling(v1alpha1.InvalidSpecReason, "spec.backend is empty and the controller has no --default-backend")
 	}
 
 	values := map[string]runner.ConfigValue{}
 	for i, src := range spec.ConfigFrom {
 		if src.StackOutputs != nil {
 			if len(src.Keys) > 0 {
-				return nil, stalling(v1alpha1.InvalidSpecReason,
+				return nil, serror.Stalling(v1alpha1.InvalidSpecReason,
 					"spec.configFrom[%d]: keys is for configMapRef and secretRef; choose the outputs with stackOutputs.keys", i)
 			}
 			vals, err := r.stackOutputs(ctx, stack, fmt.Sprintf("spec.configFrom[%d].stackOutputs", i), src.StackOutputs)
@@ -84,7 +85,7 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 			for _, v := range vals {
 				values[v.Key] = v
 				if v.Secret {
-					in.secrets = append(in.secrets, secretText(v.Value))
+					in.Secrets = append(in.Secrets, secretText(v.Value))
 				}
 			}
 			continue
@@ -103,24 +104,24 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 				if data == nil { // optional and absent
 					continue
 				}
-				return nil, waiting(v1alpha1.InputsNotFoundReason, "spec.configFrom[%d]: key %q not found in %s", i, k, refName(src.ConfigMapRef, src.SecretRef))
+				return nil, serror.Waiting(v1alpha1.InputsNotFoundReason, "spec.configFrom[%d]: key %q not found in %s", i, k, refName(src.ConfigMapRef, src.SecretRef))
 			}
 			if !configKeyPattern.MatchString(k) {
-				return nil, stalling(v1alpha1.InvalidSpecReason, "spec.configFrom[%d]: key %q is not a valid Pulumi config key (want [namespace:]name)", i, k)
+				return nil, serror.Stalling(v1alpha1.InvalidSpecReason, "spec.configFrom[%d]: key %q is not a valid Pulumi config key (want [namespace:]name)", i, k)
 			}
 			values[k] = runner.ConfigValue{Key: k, Value: v, Secret: secret}
 			if secret {
-				in.secrets = append(in.secrets, v)
+				in.Secrets = append(in.Secrets, v)
 			}
 		}
 	}
 	for k, raw := range spec.Config {
 		if !configKeyPattern.MatchString(k) {
-			return nil, stalling(v1alpha1.InvalidSpecReason, "spec.config: key %q is not a valid Pulumi config key (want [namespace:]name)", k)
+			return nil, serror.Stalling(v1alpha1.InvalidSpecReason, "spec.config: key %q is not a valid Pulumi config key (want [namespace:]name)", k)
 		}
 		var v any
 		if err := json.Unmarshal(raw.Raw, &v); err != nil {
-			return nil, stalling(v1alpha1.InvalidSpecReason, "spec.config.%s: %v", k, err)
+			return nil, serror.Stalling(v1alpha1.InvalidSpecReason, "spec.config.%s: %v", k, err)
 		}
 		values[k] = runner.ConfigValue{Key: k, Value: v}
 	}
@@ -136,7 +137,7 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 		for k, v := range data {
 			in.Env[src.Prefix+k] = v
 			if secret {
-				in.secrets = append(in.secrets, v)
+				in.Secrets = append(in.Secrets, v)
 			}
 		}
 	}
@@ -147,7 +148,7 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 		}
 		for k, v := range data {
 			in.Env[k] = v
-			in.secrets = append(in.secrets, v)
+			in.Secrets = append(in.Secrets, v)
 		}
 	}
 	if err := r.resolvePassphrase(ctx, stack, in); err != nil {
@@ -156,11 +157,11 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 	if err := r.resolveServiceAccount(ctx, stack, in); err != nil {
 		return nil, err
 	}
-	in.secrets = slices.DeleteFunc(in.secrets, func(s string) bool { return s == "" })
-	if r.digestKey == nil {
-		return nil, transient(v1alpha1.DigestKeyUnavailableReason, fmt.Errorf("the controller has no inputs digest key"))
+	in.Secrets = slices.DeleteFunc(in.Secrets, func(s string) bool { return s == "" })
+	if r.DigestKey == nil {
+		return nil, serror.Transient(v1alpha1.DigestKeyUnavailableReason, fmt.Errorf("the controller has no inputs digest key"))
 	}
-	key, err := r.digestKey.Get(ctx)
+	key, err := r.DigestKey.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -170,19 +171,19 @@ func (r *inputsResolver) resolve(ctx context.Context, stack *v1alpha1.Stack) (*i
 
 // resolvePassphrase sets PULUMI_CONFIG_PASSPHRASE from the Secret the spec or the
 // controller names. Pulumi Cloud backends need none.
-func (r *inputsResolver) resolvePassphrase(ctx context.Context, stack *v1alpha1.Stack, in *inputs) error {
+func (r *Resolver) resolvePassphrase(ctx context.Context, stack *v1alpha1.Stack, in *Inputs) error {
 	field := "spec.secretsProvider.passphraseSecretRef"
 	ref := &v1alpha1.SecretKeyRef{}
 	switch {
 	case stack.Spec.SecretsProvider != nil && stack.Spec.SecretsProvider.PassphraseSecretRef != nil:
 		ref = stack.Spec.SecretsProvider.PassphraseSecretRef
-	case r.defaultPassphraseSecret != "":
-		ref.Name = r.defaultPassphraseSecret
+	case r.DefaultPassphraseSecret != "":
+		ref.Name = r.DefaultPassphraseSecret
 		field = "the controller's --default-passphrase-secret"
 	case isCloudBackend(in.Backend):
 		return nil
 	default:
-		return stalling(v1alpha1.InvalidSpecReason,
+		return serror.Stalling(v1alpha1.InvalidSpecReason,
 			"spec.secretsProvider.passphraseSecretRef is required for backend %s (or start the controller with --default-passphrase-secret)", redactURL(in.Backend))
 	}
 	data, err := r.secretData(ctx, stack.Namespace, ref.Name, field, false)
@@ -191,28 +192,28 @@ func (r *inputsResolver) resolvePassphrase(ctx context.Context, stack *v1alpha1.
 	}
 	pass, ok := data[ref.GetKey()]
 	if !ok {
-		return waiting(v1alpha1.InputsNotFoundReason, "%s: Secret %s has no key %q", field, ref.Name, ref.GetKey())
+		return serror.Waiting(v1alpha1.InputsNotFoundReason, "%s: Secret %s has no key %q", field, ref.Name, ref.GetKey())
 	}
 	in.Env["PULUMI_CONFIG_PASSPHRASE"] = pass
-	in.secrets = append(in.secrets, pass)
+	in.Secrets = append(in.Secrets, pass)
 	return nil
 }
 
 // readRef reads exactly one of a ConfigMap or a Secret; data is nil when the
 // object is optional and absent. secret tells which kind it was.
-func (r *inputsResolver) readRef(ctx context.Context, ns, field string, cm, sec *v1alpha1.OptionalObjectReference) (map[string]string, bool, error) {
+func (r *Resolver) readRef(ctx context.Context, ns, field string, cm, sec *v1alpha1.OptionalObjectReference) (map[string]string, bool, error) {
 	switch {
 	case cm != nil && sec == nil:
 		var obj corev1.ConfigMap
-		err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cm.Name}, &obj)
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cm.Name}, &obj)
 		if apierrors.IsNotFound(err) {
 			if cm.Optional {
 				return nil, false, nil
 			}
-			return nil, false, waiting(v1alpha1.InputsNotFoundReason, "%s: ConfigMap %s not found", field, cm.Name)
+			return nil, false, serror.Waiting(v1alpha1.InputsNotFoundReason, "%s: ConfigMap %s not found", field, cm.Name)
 		}
 		if err != nil {
-			return nil, false, transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read ConfigMap %s: %w", field, cm.Name, err))
+			return nil, false, serror.Transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read ConfigMap %s: %w", field, cm.Name, err))
 		}
 		data := map[string]string{}
 		for k, v := range obj.Data {
@@ -226,20 +227,20 @@ func (r *inputsResolver) readRef(ctx context.Context, ns, field string, cm, sec 
 		data, err := r.secretData(ctx, ns, sec.Name, field, sec.Optional)
 		return data, true, err
 	}
-	return nil, false, stalling(v1alpha1.InvalidSpecReason, "%s: set exactly one of configMapRef and secretRef", field)
+	return nil, false, serror.Stalling(v1alpha1.InvalidSpecReason, "%s: set exactly one of configMapRef and secretRef", field)
 }
 
-func (r *inputsResolver) secretData(ctx context.Context, ns, name, field string, optional bool) (map[string]string, error) {
+func (r *Resolver) secretData(ctx context.Context, ns, name, field string, optional bool) (map[string]string, error) {
 	var obj corev1.Secret
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &obj)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &obj)
 	if apierrors.IsNotFound(err) {
 		if optional {
 			return nil, nil
 		}
-		return nil, waiting(v1alpha1.InputsNotFoundReason, "%s: Secret %s not found", field, name)
+		return nil, serror.Waiting(v1alpha1.InputsNotFoundReason, "%s: Secret %s not found", field, name)
 	}
 	if err != nil {
-		return nil, transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read Secret %s: %w", field, name, err))
+		return nil, serror.Transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read Secret %s: %w", field, name, err))
 	}
 	data := map[string]string{}
 	for k, v := range obj.Data {
@@ -254,14 +255,14 @@ func (r *inputsResolver) secretData(ctx context.Context, ns, name, field string,
 // with the controller's secret key: the digest is shown to anyone who may read
 // the Stack, and an unkeyed hash would let them test guesses of a weak
 // passphrase offline.
-func digestInputs(key []byte, stack *v1alpha1.Stack, in *inputs) string {
+func digestInputs(key []byte, stack *v1alpha1.Stack, in *Inputs) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write(digestDocument(stack, in))
 	return digestPrefix + hex.EncodeToString(mac.Sum(nil))
 }
 
 // digestDocument is the canonical JSON of what the digest covers.
-func digestDocument(stack *v1alpha1.Stack, in *inputs) []byte {
+func digestDocument(stack *v1alpha1.Stack, in *Inputs) []byte {
 	envKeys := sortedKeys(in.Env)
 	env := make([][2]string, 0, len(envKeys))
 	for _, k := range envKeys {
@@ -303,10 +304,6 @@ func namespacedBackend(tmpl, ns string) string {
 
 func isCloudBackend(u string) bool {
 	return strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")
-}
-
-func waiting(reason, format string, args ...any) *WaitingError {
-	return &WaitingError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }
 
 func refName(cm, sec *v1alpha1.OptionalObjectReference) string {

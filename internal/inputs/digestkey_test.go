@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
 var keySecret = types.NamespacedName{Namespace: "stackpilot-system", Name: "stackpilot-digest-key"}
@@ -70,7 +71,7 @@ func TestDigestKeyRefusesAShortKey(t *testing.T) {
 	}).Build()
 	_, err := (&DigestKey{Client: c, Reader: c, Secret: keySecret}).Get(context.Background())
 	g.Expect(err).To(MatchError(ContainSubstring("delete the Secret")))
-	var te *TransientError
+	var te *serror.TransientError
 	g.Expect(errors.As(err, &te)).To(BeTrue())
 	g.Expect(te.Reason).To(Equal(v1alpha1.DigestKeyUnavailableReason))
 }

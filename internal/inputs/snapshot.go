@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
 // A rollback applies the last applied revision with the inputs it was applied
@@ -33,9 +34,9 @@ import (
 // to the Stack's UID and the inputs digest) and readable by the controller's
 // user alone.
 
-// errInputsNotKept: no snapshot of those inputs is kept (a new data dir, or
+// ErrNotKept: no snapshot of those inputs is kept (a new data dir, or
 // rollback turned on after they were applied).
-var errInputsNotKept = errors.New("not kept")
+var ErrNotKept = errors.New("not kept")
 
 // inputsSnapshot is the file's plain text.
 type inputsSnapshot struct {
@@ -50,29 +51,16 @@ type inputsSnapshot struct {
 // snapshotKeyInfo separates this key from any other derived from the digest key.
 const snapshotKeyInfo = "stackpilot.dev/inputs-snapshot/v1"
 
-// keepInputs keeps the inputs of the up that just succeeded, or, with
-// rollback off, removes what was kept. A failure is logged: the up stands,
-// and a rollback that needs these inputs later says they are not kept.
-func (r *StackReconciler) keepInputs(ctx context.Context, st *reconcileState) {
-	if r.InputsDir == "" {
-		return
-	}
-	stack := st.stack
-	if stack.RollbackAfter() == 0 {
-		r.forgetInputs(ctx, stack.UID)
-		return
-	}
-	if err := r.writeInputs(ctx, stack.UID, st.inputs); err != nil {
-		r.logInputsNotKept(ctx, err)
-	}
+// Snapshots keeps the last applied inputs of each Stack, encrypted, in Dir
+// ("" keeps none), with a key derived from the inputs digest key.
+type Snapshots struct {
+	Dir string
+	Key *DigestKey
 }
 
-func (r *StackReconciler) logInputsNotKept(ctx context.Context, err error) {
-	log.FromContext(ctx).Error(err, "keep the applied inputs for a rollback; a rollback to this revision will refuse to run unless the inputs are unchanged")
-}
-
-func (r *StackReconciler) writeInputs(ctx context.Context, uid types.UID, in *inputs) error {
-	aead, err := r.snapshotCipher(ctx)
+// Write keeps in as the inputs of the Stack uid's latest successful up.
+func (r *Snapshots) Write(ctx context.Context, uid types.UID, in *Inputs) error {
+	aead, err := r.cipher(ctx)
 	if err != nil {
 		return err
 	}
@@ -88,7 +76,7 @@ func (r *StackReconciler) writeInputs(ctx context.Context, uid types.UID, in *in
 		return err
 	}
 	sealed := aead.Seal(nonce, nonce, plain, snapshotAAD(uid, in.Digest))
-	dir := filepath.Join(r.InputsDir, string(uid))
+	dir := filepath.Join(r.Dir, string(uid))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -109,19 +97,19 @@ func (r *StackReconciler) writeInputs(ctx context.Context, uid types.UID, in *in
 		return err
 	}
 	// The previous inputs stay until the status records this up
-	// (pruneInputs): should the controller die before, the up runs again,
+	// (Prune): should the controller die before, the up runs again,
 	// and if it fails then, its rollback needs them.
 	return os.Rename(tmp.Name(), filepath.Join(dir, snapshotFile(in.Digest)))
 }
 
-// pruneInputs removes every kept inputs file of a Stack but the one of
+// Prune removes every kept inputs file of a Stack but the one of
 // digest, the inputs status says were applied last (a rollback goes back to
-// those alone), once that status is in the API server (data_dir.go).
-func (r *StackReconciler) pruneInputs(ctx context.Context, uid types.UID, digest string) {
-	if r.InputsDir == "" || uid == "" || digest == "" {
+// those alone), once that status is in the API server (the controller's data_dir.go).
+func (r *Snapshots) Prune(ctx context.Context, uid types.UID, digest string) {
+	if r.Dir == "" || uid == "" || digest == "" {
 		return
 	}
-	dir := filepath.Join(r.InputsDir, string(uid))
+	dir := filepath.Join(r.Dir, string(uid))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return // none kept
@@ -136,20 +124,20 @@ func (r *StackReconciler) pruneInputs(ctx context.Context, uid types.UID, digest
 	}
 }
 
-// keptInputs reads the inputs kept for digest; errInputsNotKept when there
+// Kept reads the inputs kept for digest; ErrNotKept when there
 // are none.
-func (r *StackReconciler) keptInputs(ctx context.Context, uid types.UID, digest string) (*inputs, error) {
-	if r.InputsDir == "" {
-		return nil, errInputsNotKept
+func (r *Snapshots) Kept(ctx context.Context, uid types.UID, digest string) (*Inputs, error) {
+	if r.Dir == "" {
+		return nil, ErrNotKept
 	}
-	sealed, err := os.ReadFile(filepath.Join(r.InputsDir, string(uid), snapshotFile(digest)))
+	sealed, err := os.ReadFile(filepath.Join(r.Dir, string(uid), snapshotFile(digest)))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errInputsNotKept
+		return nil, ErrNotKept
 	}
 	if err != nil {
 		return nil, err
 	}
-	aead, err := r.snapshotCipher(ctx)
+	aead, err := r.cipher(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -171,25 +159,25 @@ func (r *StackReconciler) keptInputs(ctx context.Context, uid types.UID, digest 
 	if snap.Env == nil {
 		snap.Env = map[string]string{}
 	}
-	return &inputs{Backend: snap.Backend, Config: snap.Config, Env: snap.Env, ServiceAccount: snap.ServiceAccount,
-		Digest: snap.Digest, secrets: snap.Secrets}, nil
+	return &Inputs{Backend: snap.Backend, Config: snap.Config, Env: snap.Env, ServiceAccount: snap.ServiceAccount,
+		Digest: snap.Digest, Secrets: snap.Secrets}, nil
 }
 
-// forgetInputs removes what is kept of a Stack's inputs.
-func (r *StackReconciler) forgetInputs(ctx context.Context, uid types.UID) {
-	if r.InputsDir == "" || uid == "" {
+// Forget removes what is kept of a Stack's inputs.
+func (r *Snapshots) Forget(ctx context.Context, uid types.UID) {
+	if r.Dir == "" || uid == "" {
 		return
 	}
-	if err := os.RemoveAll(filepath.Join(r.InputsDir, string(uid))); err != nil {
+	if err := os.RemoveAll(filepath.Join(r.Dir, string(uid))); err != nil {
 		log.FromContext(ctx).Error(err, "remove the kept inputs")
 	}
 }
 
-func (r *StackReconciler) snapshotCipher(ctx context.Context) (cipher.AEAD, error) {
-	if r.DigestKey == nil {
-		return nil, transient(v1alpha1.DigestKeyUnavailableReason, errors.New("the controller has no inputs digest key"))
+func (r *Snapshots) cipher(ctx context.Context) (cipher.AEAD, error) {
+	if r.Key == nil {
+		return nil, serror.Transient(v1alpha1.DigestKeyUnavailableReason, errors.New("the controller has no inputs digest key"))
 	}
-	secret, err := r.DigestKey.Get(ctx)
+	secret, err := r.Key.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -218,11 +206,11 @@ func snapshotFile(digest string) string {
 }
 
 // keptSecrets are the values to scrub from a rollback's messages: those of
-// in.secrets that are among the inputs (a ServiceAccount token added for one
+// in.Secrets that are among the inputs (a ServiceAccount token added for one
 // operation is not: it expires, and the rollback asks for a new one).
-func keptSecrets(in *inputs) []string {
+func keptSecrets(in *Inputs) []string {
 	var kept []string
-	for _, s := range in.secrets {
+	for _, s := range in.Secrets {
 		found := slices.ContainsFunc(in.Config, func(c runner.ConfigValue) bool { v, ok := c.Value.(string); return ok && v == s })
 		for _, v := range in.Env {
 			found = found || v == s

@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"bytes"
@@ -14,47 +14,48 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
 // stackOutputs turns the outputs another Stack published into config values
 // (configFrom[].stackOutputs). They are read from the upstream's outputs
 // Secret, where every output is, secret ones too, as the publisher wrote
-// them (step_outputs.go): strings as they are, other values as JSON text,
+// them (the controller's step_outputs.go): strings as they are, other values as JSON text,
 // with annotations naming the JSON ones and the secret ones. Each value goes
 // back to what Pulumi gave: a number stays a number, a secret output becomes
 // secret config and is scrubbed from every message.
-func (r *inputsResolver) stackOutputs(ctx context.Context, stack *v1alpha1.Stack, field string, ref *v1alpha1.StackOutputsReference) ([]runner.ConfigValue, error) {
+func (r *Resolver) stackOutputs(ctx context.Context, stack *v1alpha1.Stack, field string, ref *v1alpha1.StackOutputsReference) ([]runner.ConfigValue, error) {
 	ns, name := v1alpha1.DependencyReference{Name: ref.Name, Namespace: ref.Namespace}.Namespaced(stack.Namespace)
-	upName := upstreamName(stack.Namespace, ns, name)
-	if ns != stack.Namespace && !r.allowCrossNamespace {
-		return nil, stalling(v1alpha1.CrossNamespaceRefNotAllowedReason,
+	upName := UpstreamName(stack.Namespace, ns, name)
+	if ns != stack.Namespace && !r.AllowCrossNamespace {
+		return nil, serror.Stalling(v1alpha1.CrossNamespaceRefNotAllowedReason,
 			"%s: Stack %s is in another namespace; the controller refuses cross-namespace references unless it runs with --allow-cross-namespace-refs", field, upName)
 	}
 	var up v1alpha1.Stack
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &up)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &up)
 	if apierrors.IsNotFound(err) {
-		return nil, waiting(v1alpha1.InputsNotFoundReason, "%s: Stack %s not found", field, upName)
+		return nil, serror.Waiting(v1alpha1.InputsNotFoundReason, "%s: Stack %s not found", field, upName)
 	}
 	if err != nil {
-		return nil, transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read Stack %s: %w", field, upName, err))
+		return nil, serror.Transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read Stack %s: %w", field, upName, err))
 	}
 	if up.Spec.Outputs == nil || up.Spec.Outputs.SecretName == "" {
-		return nil, waiting(v1alpha1.InputsNotFoundReason,
+		return nil, serror.Waiting(v1alpha1.InputsNotFoundReason,
 			"%s: Stack %s publishes no outputs Secret: set spec.outputs.secretName on Stack %s", field, upName, upName)
 	}
 	secName := up.Spec.Outputs.SecretName
 	var sec corev1.Secret
-	err = r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: secName}, &sec)
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: secName}, &sec)
 	if apierrors.IsNotFound(err) {
-		return nil, waiting(v1alpha1.InputsNotFoundReason, "%s: Stack %s has not published its outputs Secret %s yet", field, upName, secName)
+		return nil, serror.Waiting(v1alpha1.InputsNotFoundReason, "%s: Stack %s has not published its outputs Secret %s yet", field, upName, secName)
 	}
 	if err != nil {
-		return nil, transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read the outputs Secret %s of Stack %s: %w", field, secName, upName, err))
+		return nil, serror.Transient(v1alpha1.InputsNotFoundReason, fmt.Errorf("%s: read the outputs Secret %s of Stack %s: %w", field, secName, upName, err))
 	}
 	// Only what the upstream Stack itself published is its outputs: a
 	// Secret of that name made by someone else is not.
 	if owner := metav1.GetControllerOf(&sec); owner == nil || owner.UID != up.UID {
-		return nil, waiting(v1alpha1.InputsNotFoundReason,
+		return nil, serror.Waiting(v1alpha1.InputsNotFoundReason,
 			"%s: Secret %s/%s is not controlled by Stack %s: it holds no outputs of that Stack (yet)", field, ns, secName, upName)
 	}
 	return outputConfigValues(field, upName, &sec, ref.Keys)
@@ -76,19 +77,19 @@ func outputConfigValues(field, upName string, sec *corev1.Secret, keys []v1alpha
 	for _, k := range keys {
 		raw, ok := sec.Data[k.Output]
 		if !ok {
-			return nil, waiting(v1alpha1.InputsNotFoundReason, "%s: Stack %s has no output %q (its outputs: %s)",
-				field, upName, k.Output, strings.Join(boundKeys(sortedKeys(sec.Data)), ", "))
+			return nil, serror.Waiting(v1alpha1.InputsNotFoundReason, "%s: Stack %s has no output %q (its outputs: %s)",
+				field, upName, k.Output, strings.Join(BoundKeys(sortedKeys(sec.Data)), ", "))
 		}
 		as := k.As
 		if as == "" {
 			as = k.Output
 		}
 		if !configKeyPattern.MatchString(as) {
-			return nil, stalling(v1alpha1.InvalidSpecReason,
+			return nil, serror.Stalling(v1alpha1.InvalidSpecReason,
 				"%s: output %q of Stack %s: %q is not a valid Pulumi config key (want [namespace:]name); set keys[].as", field, k.Output, upName, as)
 		}
 		if prev, dup := seen[as]; dup {
-			return nil, stalling(v1alpha1.InvalidSpecReason, "%s: outputs %q and %q both map to config key %q", field, prev, k.Output, as)
+			return nil, serror.Stalling(v1alpha1.InvalidSpecReason, "%s: outputs %q and %q both map to config key %q", field, prev, k.Output, as)
 		}
 		seen[as] = k.Output
 		v := any(string(raw))
@@ -128,7 +129,7 @@ func nameSet(list string) map[string]bool {
 
 // upstreamName names another Stack in a message: by name in the same
 // namespace, as namespace/name otherwise.
-func upstreamName(ownNamespace, ns, name string) string {
+func UpstreamName(ownNamespace, ns, name string) string {
 	if ns == ownNamespace {
 		return name
 	}
@@ -145,4 +146,12 @@ func secretText(v any) string {
 		return ""
 	}
 	return string(raw)
+}
+
+// BoundKeys keeps a list of keys short enough for a message.
+func BoundKeys(keys []string) []string {
+	if len(keys) <= 20 {
+		return keys
+	}
+	return append(keys[:20:20], fmt.Sprintf("... %d more", len(keys)-20))
 }

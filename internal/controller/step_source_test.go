@@ -17,12 +17,13 @@ func TestRequestedResolve(t *testing.T) {
 		}
 		return s
 	}
-	if opts := requestedResolve(stack("")); len(opts) != 0 {
-		t.Fatal("no request, no option")
+	r := &StackReconciler{}
+	if req := r.resolveRequest(stack("")); req.Requested || !req.RequestedAt.IsZero() {
+		t.Fatal("no request, no fresh resolution")
 	}
 	handled := stack("x")
 	handled.Status.LastHandledReconcileAt = "x"
-	if opts := requestedResolve(handled); len(opts) != 0 {
+	if req := r.resolveRequest(handled); req.Requested || !req.RequestedAt.IsZero() {
 		t.Fatal("a handled request is no request")
 	}
 	for v, want := range map[string]bool{
@@ -32,8 +33,12 @@ func TestRequestedResolve(t *testing.T) {
 		"1700000000":                 false,
 		"drift-2026-01-01T00:00:00Z": false,
 	} {
-		if len(requestedResolve(stack(v))) != 1 {
-			t.Fatalf("%q: want one option", v)
+		req := r.resolveRequest(stack(v))
+		if !req.Requested {
+			t.Fatalf("%q: want a request", v)
+		}
+		if got := !req.RequestedAt.IsZero(); got != want {
+			t.Errorf("%q: shared resolution = %v, want %v", v, got, want)
 		}
 		if _, got := requestStamp(stack(v)); got != want {
 			t.Errorf("%q: shared listing = %v, want %v", v, got, want)

@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"context"
@@ -13,14 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
 // DigestKeyDataKey is the key, in the digest key Secret, of the HMAC key.
 const DigestKeyDataKey = "key"
 
-// digestKeySize is the length of a key the controller creates (HMAC-SHA256's block
+// DigestKeySize is the length of a key the controller creates (HMAC-SHA256's block
 // is 64 bytes; 32 random bytes make guessing the key as hard as the hash).
-const digestKeySize = 32
+const DigestKeySize = 32
 
 // The digest key Secret is granted by a Role of the controller's own namespace
 // (config/rbac/role.yaml, bound in digest_key_role_binding.yaml), by name for
@@ -59,10 +60,16 @@ func (d *DigestKey) Get(ctx context.Context) ([]byte, error) {
 	}
 	key, err := d.load(ctx)
 	if err != nil {
-		return nil, transient(v1alpha1.DigestKeyUnavailableReason, fmt.Errorf("inputs digest key, Secret %s: %w", d.Secret, err))
+		return nil, serror.Transient(v1alpha1.DigestKeyUnavailableReason, fmt.Errorf("inputs digest key, Secret %s: %w", d.Secret, err))
 	}
 	d.key = key
 	return key, nil
+}
+
+// StaticDigestKey is a DigestKey that already holds key and never reads
+// or writes a Secret (tests, and callers that bring their own key).
+func StaticDigestKey(key []byte) *DigestKey {
+	return &DigestKey{key: key}
 }
 
 // load reads the Secret, or creates it with a fresh random key. Two replicas
@@ -77,7 +84,7 @@ func (d *DigestKey) load(ctx context.Context) ([]byte, error) {
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("read: %w", err)
 	}
-	key := make([]byte, digestKeySize)
+	key := make([]byte, DigestKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
@@ -109,9 +116,9 @@ func (d *DigestKey) load(ctx context.Context) ([]byte, error) {
 
 func keyOf(s *corev1.Secret) ([]byte, error) {
 	key := s.Data[DigestKeyDataKey]
-	if len(key) < digestKeySize {
+	if len(key) < DigestKeySize {
 		return nil, fmt.Errorf("key %q holds %d bytes, want at least %d: delete the Secret and the controller creates a new key",
-			DigestKeyDataKey, len(key), digestKeySize)
+			DigestKeyDataKey, len(key), DigestKeySize)
 	}
 	return key, nil
 }

@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
 func TestNamespacedBackend(t *testing.T) {
@@ -54,9 +55,9 @@ func TestResolveInputs(t *testing.T) {
 	ctx := context.Background()
 	objs := []*corev1.Secret{secret("pass", map[string]string{"passphrase": "pw-123456"}), secret("creds", map[string]string{"apiKey": "k-987654"})}
 	c := fake.NewClientBuilder().WithObjects(objs[0], objs[1]).Build()
-	r := &inputsResolver{client: c, defaultBackend: "file:///data/state/{namespace}", digestKey: testKey}
+	r := &Resolver{Client: c, DefaultBackend: "file:///data/state/{namespace}", DigestKey: testKey}
 
-	in, err := r.resolve(ctx, stackFixture())
+	in, err := r.Resolve(ctx, stackFixture())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(in.Backend).To(Equal("file:///data/state/infra"))
 	g.Expect(in.Env).To(HaveKeyWithValue("PULUMI_CONFIG_PASSPHRASE", "pw-123456"))
@@ -64,17 +65,17 @@ func TestResolveInputs(t *testing.T) {
 	g.Expect(in.Config[0].Key).To(Equal("apiKey"))
 	g.Expect(in.Config[0].Secret).To(BeTrue(), "values from Secrets are Pulumi secrets")
 	g.Expect(in.Config[2].Value).To(Equal(map[string]any{"team": "a"}), "structured config stays structured")
-	g.Expect(in.secrets).To(ContainElements("pw-123456", "k-987654"))
+	g.Expect(in.Secrets).To(ContainElements("pw-123456", "k-987654"))
 	g.Expect(in.Digest).To(HavePrefix("hmac-sha256:"))
 	g.Expect(in.Digest).NotTo(ContainSubstring("k-987654"))
 
-	again, err := r.resolve(ctx, stackFixture())
+	again, err := r.Resolve(ctx, stackFixture())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again.Digest).To(Equal(in.Digest), "the digest is stable")
 
 	objs[1].Data["apiKey"] = []byte("rotated")
 	g.Expect(c.Update(ctx, objs[1])).To(Succeed())
-	changed, err := r.resolve(ctx, stackFixture())
+	changed, err := r.Resolve(ctx, stackFixture())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed.Digest).NotTo(Equal(in.Digest), "a referenced Secret's change changes the digest")
 }
@@ -103,15 +104,15 @@ func TestResolveInputsErrors(t *testing.T) {
 			if tt.objects {
 				b = b.WithObjects(secret("pass", map[string]string{"passphrase": "pw-123456"}), secret("creds", map[string]string{"apiKey": "k"}))
 			}
-			r := &inputsResolver{client: b.Build(), defaultBackend: "file:///d", digestKey: testKey}
+			r := &Resolver{Client: b.Build(), DefaultBackend: "file:///d", DigestKey: testKey}
 			s := stackFixture()
 			if tt.mutate != nil {
 				tt.mutate(s)
 			}
-			_, err := r.resolve(ctx, s)
+			_, err := r.Resolve(ctx, s)
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(tt.message))
-			var st *StallingError
+			var st *serror.StallingError
 			g.Expect(errors.As(err, &st)).To(Equal(tt.stall))
 		})
 	}
@@ -119,7 +120,7 @@ func TestResolveInputsErrors(t *testing.T) {
 
 func TestScrub(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(scrub("token abcdef and abcdefgh", []string{"abcdef", "abcdefgh"})).To(Equal("token [redacted] and [redacted]"))
+	g.Expect(Scrub("token abcdef and abcdefgh", []string{"abcdef", "abcdefgh"})).To(Equal("token [redacted] and [redacted]"))
 	g.Expect(redactURL("https://user:pw@example.com/r.git")).To(Equal("https://example.com/r.git"))
 }
 
@@ -165,17 +166,17 @@ func TestResolvedSecretsAreScrubbed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			r := &inputsResolver{client: c, defaultBackend: "file:///d", defaultPassphraseSecret: "default-pass", digestKey: testKey}
+			r := &Resolver{Client: c, DefaultBackend: "file:///d", DefaultPassphraseSecret: "default-pass", DigestKey: testKey}
 			s := stackFixture()
 			tt.mutate(s)
-			in, err := r.resolve(ctx, s)
+			in, err := r.Resolve(ctx, s)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, v := range tt.secrets {
 				msg := "error: decrypting: incorrect passphrase or credential \"" + v + "\" (" + v + ")"
 				g.Expect(msg).To(ContainSubstring(v), "the message really holds the value")
-				g.Expect(scrub(msg, in.secrets)).NotTo(ContainSubstring(v), "scrubbed from what the Stack shows")
+				g.Expect(Scrub(msg, in.Secrets)).NotTo(ContainSubstring(v), "scrubbed from what the Stack shows")
 			}
-			g.Expect(scrub("region eu-west-9", in.secrets)).To(ContainSubstring("eu-west-9"), "ConfigMap values are not secret")
+			g.Expect(Scrub("region eu-west-9", in.Secrets)).To(ContainSubstring("eu-west-9"), "ConfigMap values are not secret")
 		})
 	}
 }
@@ -187,12 +188,12 @@ func TestInputsDigestIsKeyed(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithObjects(secret("pass", map[string]string{"passphrase": "pw-123456"}),
 		secret("creds", map[string]string{"apiKey": "k-987654"})).Build()
-	resolve := func(key digestKeySource, mutate ...func(*v1alpha1.Stack)) *inputs {
+	resolve := func(key KeySource, mutate ...func(*v1alpha1.Stack)) *Inputs {
 		s := stackFixture()
 		for _, m := range mutate {
 			m(s)
 		}
-		in, err := (&inputsResolver{client: c, defaultBackend: "file:///d", digestKey: key}).resolve(ctx, s)
+		in, err := (&Resolver{Client: c, DefaultBackend: "file:///d", DigestKey: key}).Resolve(ctx, s)
 		g.Expect(err).NotTo(HaveOccurred())
 		return in
 	}

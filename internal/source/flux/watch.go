@@ -1,4 +1,4 @@
-package controller
+package flux
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
-	"github.com/stackpilot/stackpilot/internal/source/flux"
 )
 
 // sourceRefIndex indexes Stacks by the Flux source they follow, as
@@ -28,22 +27,22 @@ func indexSourceRef(obj client.Object) []string {
 	if stack.Spec.Source.SourceRef == nil {
 		return nil
 	}
-	kind, namespace, name := fluxSourceKey(stack)
+	kind, namespace, name := sourceKey(stack)
 	return []string{kind + "/" + namespace + "/" + name}
 }
 
-// watchFluxSources adds a watch per Flux source kind installed in the
+// Watch adds a watch per Flux source kind installed in the
 // cluster: a new artifact (or a change of the source's readiness) starts the
 // Stacks that follow it at once, so they never wait for their interval. A
 // kind whose CRD is missing is not watched (the controller runs without
 // Flux); Stacks that follow one wait with SourceNotReady, and installing the
 // CRD later needs a controller restart for the watch.
-func (r *StackReconciler) watchFluxSources(ctx context.Context, mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
+func (k *Kind) Watch(ctx context.Context, mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Stack{}, sourceRefIndex, indexSourceRef); err != nil {
 		return nil, err
 	}
-	for _, kind := range flux.Kinds {
-		gvk := flux.GVK(kind)
+	for _, kind := range Kinds {
+		gvk := GVK(kind)
 		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			if meta.IsNoMatchError(err) {
 				log.FromContext(ctx).Info("Flux source kind not installed: not watched", "kind", kind, "apiVersion", gvk.GroupVersion().String())
@@ -53,17 +52,18 @@ func (r *StackReconciler) watchFluxSources(ctx context.Context, mgr ctrl.Manager
 		}
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
-		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.following(kind)), builder.WithPredicates(artifactChanged{}))
+		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(following(mgr.GetClient(), kind)), builder.WithPredicates(artifactChanged{}))
 	}
 	return b, nil
 }
 
 // following maps a Flux source to the Stacks that follow it, in any
-// namespace (cross-namespace references are refused when reconciled).
-func (r *StackReconciler) following(kind string) handler.MapFunc {
+// namespace (cross-namespace references are refused when reconciled), as
+// the manager's cache lists them.
+func following(c client.Reader, kind string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var stacks v1alpha1.StackList
-		if err := r.List(ctx, &stacks, client.MatchingFields{sourceRefIndex: kind + "/" + obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
+		if err := c.List(ctx, &stacks, client.MatchingFields{sourceRefIndex: kind + "/" + obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
 			log.FromContext(ctx).Error(err, "listing the Stacks that follow a source", "kind", kind, "source", client.ObjectKeyFromObject(obj))
 			return nil
 		}
@@ -90,8 +90,8 @@ func (artifactChanged) Update(e event.UpdateEvent) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	oldSrc, err1 := flux.FromUnstructured(oldObj)
-	newSrc, err2 := flux.FromUnstructured(newObj)
+	oldSrc, err1 := FromUnstructured(oldObj)
+	newSrc, err2 := FromUnstructured(newObj)
 	if err1 != nil || err2 != nil {
 		return true
 	}
@@ -103,14 +103,14 @@ func (artifactChanged) Update(e event.UpdateEvent) bool {
 
 // artifactIdentity is what names an artifact's content; the URL and size
 // follow from it.
-func artifactIdentity(a *flux.Artifact) [2]string {
+func artifactIdentity(a *Artifact) [2]string {
 	if a == nil {
 		return [2]string{}
 	}
 	return [2]string{a.Revision, a.Digest}
 }
 
-func readyStatus(s *flux.Source) string {
+func readyStatus(s *Source) string {
 	if s.Ready == nil {
 		return ""
 	}

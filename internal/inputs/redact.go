@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"net/url"
@@ -15,9 +15,9 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// scrub replaces every secret value found in s, longest first so that a secret
+// Scrub replaces every secret value found in s, longest first so that a secret
 // that contains another is removed whole.
-func scrub(s string, secrets []string) string {
+func Scrub(s string, secrets []string) string {
 	for _, v := range longestFirst(secrets) {
 		if len(v) >= 3 { // shorter values would mangle ordinary text without protecting anything
 			s = strings.ReplaceAll(s, v, "[redacted]")

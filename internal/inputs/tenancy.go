@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
 // Tenancy: the program of a Stack acts on the cluster as a ServiceAccount of the
@@ -71,60 +72,62 @@ const (
 // resolveServiceAccount sets the ServiceAccount the program acts as and checks
 // that it exists, so that a missing one is a clear wait, retried, instead of an
 // operation that fails.
-func (r *inputsResolver) resolveServiceAccount(ctx context.Context, stack *v1alpha1.Stack, in *inputs) error {
+func (r *Resolver) resolveServiceAccount(ctx context.Context, stack *v1alpha1.Stack, in *Inputs) error {
 	field := "spec.serviceAccountName"
 	in.ServiceAccount = stack.Spec.ServiceAccountName
 	if in.ServiceAccount == "" {
-		in.ServiceAccount = r.defaultServiceAccount
+		in.ServiceAccount = r.DefaultServiceAccount
 		field = "the controller's --default-service-account"
 	}
 	if in.ServiceAccount == "" {
 		return nil // the controller's own identity
 	}
 	var sa corev1.ServiceAccount
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: in.ServiceAccount}, &sa)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: in.ServiceAccount}, &sa)
 	if apierrors.IsNotFound(err) {
-		return waiting(v1alpha1.ServiceAccountNotFoundReason,
+		return serror.Waiting(v1alpha1.ServiceAccountNotFoundReason,
 			"%s: ServiceAccount %s not found in namespace %s: create it, with RBAC for what the program manages",
 			field, in.ServiceAccount, stack.Namespace)
 	}
 	if err != nil {
-		return transient(v1alpha1.ServiceAccountNotFoundReason, fmt.Errorf("%s: read ServiceAccount %s: %w", field, in.ServiceAccount, err))
+		return serror.Transient(v1alpha1.ServiceAccountNotFoundReason, fmt.Errorf("%s: read ServiceAccount %s: %w", field, in.ServiceAccount, err))
 	}
 	return nil
 }
 
-// runnerEnv is the environment of one operation: the resolved inputs' Env plus
+// Env is the environment of one operation: the resolved inputs' Env plus
 // how to reach the cluster. With a ServiceAccount, KUBECONFIG names a kubeconfig
 // written into dir holding a fresh token for it (it wins over an env entry of
 // the spec), and the token is added to the values scrubbed from messages.
 // Without one, the controller's own cluster variables are passed (the program
 // acts as the controller).
-func (r *StackReconciler) runnerEnv(ctx context.Context, st *reconcileState, dir string) (map[string]string, error) {
-	sa := st.inputs.ServiceAccount
+//
+// timeout is the operation's: the token outlives it (requestToken).
+func (t Tenancy) Env(ctx context.Context, c client.Client, in *Inputs, namespace string, timeout time.Duration, dir string) (map[string]string, error) {
+	sa := in.ServiceAccount
 	if sa == "" {
 		// As before tenancy: the spec's env may point elsewhere and wins.
-		env := maps.Clone(r.Tenancy.OwnClusterEnv)
+		env := maps.Clone(t.OwnClusterEnv)
 		if env == nil {
 			env = map[string]string{}
 		}
-		maps.Copy(env, st.inputs.Env)
+		maps.Copy(env, in.Env)
 		return env, nil
 	}
-	env := maps.Clone(st.inputs.Env)
+	env := maps.Clone(in.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
-	if r.Tenancy.RESTConfig == nil {
+	if t.RESTConfig == nil {
 		return nil, fmt.Errorf("ServiceAccount %s: the controller has no REST config to build a kubeconfig from", sa)
 	}
-	token, err := r.requestToken(ctx, st.stack.Namespace, sa, st.stack.GetTimeout())
+	token, err := requestToken(ctx, c, namespace, sa, timeout)
 	if err != nil {
 		return nil, err
 	}
-	st.inputs.secrets = append(st.inputs.secrets, token)
+	in.Secrets = append(in.Secrets, token)
 	path := filepath.Join(dir, kubeconfigFile)
-	if err := writeKubeconfig(path, r.Tenancy.RESTConfig, &clientcmdapi.AuthInfo{Token: token}, st.stack.Namespace); err != nil {
+	if err := writeKubeconfig(path, t.RESTConfig, &clientcmdapi.AuthInfo{Token: token}, namespace); err != nil {
 		return nil, fmt.Errorf("ServiceAccount %s: write the operation's kubeconfig: %w", sa, err)
 	}
 	env["KUBECONFIG"] = path
@@ -133,12 +136,12 @@ func (r *StackReconciler) runnerEnv(ctx context.Context, st *reconcileState, dir
 
 // requestToken asks for a token of ServiceAccount ns/name valid for the
 // operation's timeout plus a margin, within [minTokenTTL, maxTokenTTL].
-func (r *StackReconciler) requestToken(ctx context.Context, ns, name string, timeout time.Duration) (string, error) {
+func requestToken(ctx context.Context, c client.Client, ns, name string, timeout time.Duration) (string, error) {
 	ttl := min(max(timeout+tokenMargin, minTokenTTL), maxTokenTTL)
 	seconds := int64(ttl / time.Second)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
-	if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", fmt.Errorf("request a token for ServiceAccount %s/%s (the controller needs create on serviceaccounts/token): %w", ns, name, err)
 	}
 	if tr.Status.Token == "" {

@@ -1,9 +1,12 @@
-package controller
+package inputs
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -14,33 +17,39 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
-// publishedSecret is what publishOutputs writes for outputs: the data and the
-// annotations, controlled by owner.
+// publishedSecret is what the publisher (the controller's publishOutputs)
+// writes for outputs, written out here so that the reader's side pins the
+// format: strings as they are, other values as JSON text, annotations naming
+// the JSON and the secret outputs, controlled by owner.
 func publishedSecret(owner *v1alpha1.Stack, name string, outputs map[string]runner.Output) *corev1.Secret {
-	all, _ := outputData(outputs)
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owner.Namespace, Name: name}, Data: bytesMap(all)}
-	setOutputAnnotations(sec, outputs)
+	data := map[string][]byte{}
+	var secret, jsonOut []string
+	for _, k := range slices.Sorted(maps.Keys(outputs)) {
+		o := outputs[k]
+		if s, ok := o.Value.(string); ok {
+			data[k] = []byte(s)
+		} else {
+			raw, _ := json.Marshal(o.Value)
+			data[k] = raw
+			jsonOut = append(jsonOut, k)
+		}
+		if o.Secret {
+			secret = append(secret, k)
+		}
+	}
 	yes := true
-	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Stack", Name: owner.Name, UID: owner.UID, Controller: &yes}}
-	return sec
-}
-
-func TestSetOutputAnnotations(t *testing.T) {
-	g := NewWithT(t)
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"keep": "me"}}}
-	setOutputAnnotations(sec, map[string]runner.Output{
-		"b": {Value: "x", Secret: true}, "a": {Value: map[string]any{"k": 1.0}, Secret: true},
-		"c": {Value: 3.0}, "d": {Value: "plain"},
-	})
-	g.Expect(sec.Annotations).To(Equal(map[string]string{
-		"keep":                           "me",
-		v1alpha1.SecretOutputsAnnotation: "a,b",
-		v1alpha1.JSONOutputsAnnotation:   "a,c",
-	}))
-	setOutputAnnotations(sec, map[string]runner.Output{"d": {Value: "plain"}})
-	g.Expect(sec.Annotations).To(HaveKeyWithValue(v1alpha1.SecretOutputsAnnotation, ""), "present, and empty: no output is secret")
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: owner.Namespace, Name: name,
+			Annotations: map[string]string{
+				v1alpha1.SecretOutputsAnnotation: strings.Join(secret, ","),
+				v1alpha1.JSONOutputsAnnotation:   strings.Join(jsonOut, ","),
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Stack", Name: owner.Name, UID: owner.UID, Controller: &yes}}},
+		Data: data,
+	}
 }
 
 // TestOutputConfigValues: each output comes back as Pulumi gave it: a string
@@ -72,11 +81,11 @@ func TestOutputConfigValues(t *testing.T) {
 	g.Expect(some).To(Equal([]runner.ConfigValue{{Key: "net:cidr", Value: "10.0.0.0/16"}, {Key: "token", Value: "s3cr3t", Secret: true}}))
 
 	_, err = outputConfigValues("f", "net", sec, []v1alpha1.OutputKey{{Output: "nope"}})
-	g.Expect(reasonOf(err, "")).To(Equal(v1alpha1.InputsNotFoundReason))
+	g.Expect(serror.ReasonOf(err, "")).To(Equal(v1alpha1.InputsNotFoundReason))
 	g.Expect(err.Error()).To(ContainSubstring(`Stack net has no output "nope" (its outputs: cidr, count, looks, network, token)`))
 
 	_, err = outputConfigValues("f", "net", sec, []v1alpha1.OutputKey{{Output: "cidr", As: "not a key"}})
-	var st *StallingError
+	var st *serror.StallingError
 	g.Expect(errors.As(err, &st)).To(BeTrue())
 	g.Expect(st.Reason).To(Equal(v1alpha1.InvalidSpecReason))
 
@@ -111,81 +120,53 @@ func TestResolveStackOutputs(t *testing.T) {
 		"cidr": {Value: "10.0.0.0/16"}, "token": {Value: "t0ken-9876", Secret: true},
 	})
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret("pass", map[string]string{"passphrase": "pw-123456"}), up, outputs).Build()
-	r := &inputsResolver{client: c, defaultBackend: "file:///d", digestKey: testKey}
+	r := &Resolver{Client: c, DefaultBackend: "file:///d", DigestKey: testKey}
 	down := stackFixture()
 	down.Spec.ConfigFrom = []v1alpha1.ConfigFromSource{{StackOutputs: &v1alpha1.StackOutputsReference{
 		Name: "network", Keys: []v1alpha1.OutputKey{{Output: "cidr", As: "networkCidr"}, {Output: "token"}},
 	}}}
 
-	in, err := r.resolve(ctx, down)
+	in, err := r.Resolve(ctx, down)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(in.Config).To(ContainElements(
 		runner.ConfigValue{Key: "networkCidr", Value: "10.0.0.0/16"},
 		runner.ConfigValue{Key: "token", Value: "t0ken-9876", Secret: true}))
-	g.Expect(in.secrets).To(ContainElement("t0ken-9876"))
-	g.Expect(in.secrets).NotTo(ContainElement("10.0.0.0/16"))
+	g.Expect(in.Secrets).To(ContainElement("t0ken-9876"))
+	g.Expect(in.Secrets).NotTo(ContainElement("10.0.0.0/16"))
 
 	outputs.Data["cidr"] = []byte("10.1.0.0/16")
 	g.Expect(c.Update(ctx, outputs)).To(Succeed())
-	changed, err := r.resolve(ctx, down)
+	changed, err := r.Resolve(ctx, down)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed.Digest).NotTo(Equal(in.Digest), "the upstream's outputs are part of the inputs")
 
 	// A Secret of that name that the upstream does not control is no output of it.
 	outputs.OwnerReferences = nil
 	g.Expect(c.Update(ctx, outputs)).To(Succeed())
-	_, err = r.resolve(ctx, down)
-	g.Expect(reasonOf(err, "")).To(Equal(v1alpha1.InputsNotFoundReason))
+	_, err = r.Resolve(ctx, down)
+	g.Expect(serror.ReasonOf(err, "")).To(Equal(v1alpha1.InputsNotFoundReason))
 	g.Expect(err.Error()).To(ContainSubstring("is not controlled by Stack network"))
 
 	// An upstream that publishes no Secret.
 	up.Spec.Outputs = &v1alpha1.OutputsTarget{ConfigMapName: "network-outputs"}
 	g.Expect(c.Update(ctx, up)).To(Succeed())
-	_, err = r.resolve(ctx, down)
-	var w *WaitingError
+	_, err = r.Resolve(ctx, down)
+	var w *serror.WaitingError
 	g.Expect(errors.As(err, &w)).To(BeTrue(), "%v", err)
 	g.Expect(w.Reason).To(Equal(v1alpha1.InputsNotFoundReason))
 	g.Expect(err.Error()).To(ContainSubstring("set spec.outputs.secretName on Stack network"))
 
 	// Another namespace needs the flag.
 	down.Spec.ConfigFrom[0].StackOutputs.Namespace = "elsewhere"
-	_, err = r.resolve(ctx, down)
-	g.Expect(reasonOf(err, "")).To(Equal(v1alpha1.CrossNamespaceRefNotAllowedReason))
-	r.allowCrossNamespace = true
-	_, err = r.resolve(ctx, down)
+	_, err = r.Resolve(ctx, down)
+	g.Expect(serror.ReasonOf(err, "")).To(Equal(v1alpha1.CrossNamespaceRefNotAllowedReason))
+	r.AllowCrossNamespace = true
+	_, err = r.Resolve(ctx, down)
 	g.Expect(err.Error()).To(ContainSubstring("Stack elsewhere/network not found"))
 
 	// The data keys of configMapRef and secretRef are not the outputs' keys.
 	down.Spec.ConfigFrom[0].Keys = []string{"cidr"}
-	_, err = r.resolve(ctx, down)
-	g.Expect(reasonOf(err, "")).To(Equal(v1alpha1.InvalidSpecReason))
+	_, err = r.Resolve(ctx, down)
+	g.Expect(serror.ReasonOf(err, "")).To(Equal(v1alpha1.InvalidSpecReason))
 	g.Expect(err.Error()).To(ContainSubstring("stackOutputs.keys"))
-}
-
-// TestOutputsDriftWithoutAnnotations: an outputs Secret published before the
-// annotations existed is published again (from the stack's state), so that
-// downstream Stacks learn which outputs are secret and which are JSON.
-func TestOutputsDriftWithoutAnnotations(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	_ = v1alpha1.AddToScheme(scheme)
-	_ = corev1.AddToScheme(scheme)
-	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "network", UID: "u"},
-		Spec: v1alpha1.StackSpec{Outputs: &v1alpha1.OutputsTarget{SecretName: "network-outputs"}}}
-	outputs := map[string]runner.Output{"cidr": {Value: "10.0.0.0/16"}, "token": {Value: "t", Secret: true}}
-	stack.Status.Outputs, _ = statusOutputs(outputs, stack.Spec.Outputs)
-	sec := publishedSecret(stack, "network-outputs", outputs)
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(sec).Build()
-	r := &StackReconciler{Client: c, APIReader: c}
-
-	drift, err := r.outputsDrift(ctx, stack)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(drift).To(BeEmpty(), "as the publisher writes it")
-
-	delete(sec.Annotations, v1alpha1.SecretOutputsAnnotation)
-	g.Expect(c.Update(ctx, sec)).To(Succeed())
-	drift, err = r.outputsDrift(ctx, stack)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(drift).To(Equal("outputs Secret network-outputs has no stackpilot.dev/secret-outputs annotation"))
 }

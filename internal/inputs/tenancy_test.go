@@ -1,4 +1,4 @@
-package controller
+package inputs
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/serror"
 )
 
 func TestResolveServiceAccount(t *testing.T) {
@@ -41,13 +42,13 @@ func TestResolveServiceAccount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			r := &inputsResolver{client: fake.NewClientBuilder().WithObjects(tt.objects...).Build(), defaultServiceAccount: tt.dflt}
+			r := &Resolver{Client: fake.NewClientBuilder().WithObjects(tt.objects...).Build(), DefaultServiceAccount: tt.dflt}
 			s := stackFixture()
 			s.Spec.ServiceAccountName = tt.spec
-			in := &inputs{}
+			in := &Inputs{}
 			err := r.resolveServiceAccount(ctx, s, in)
 			if tt.waitMessage != "" {
-				var w *WaitingError
+				var w *serror.WaitingError
 				g.Expect(errors.As(err, &w)).To(BeTrue(), "%v", err)
 				g.Expect(w.Reason).To(Equal(v1alpha1.ServiceAccountNotFoundReason))
 				g.Expect(err.Error()).To(ContainSubstring(tt.waitMessage))
@@ -76,24 +77,24 @@ func TestRunnerEnvWithServiceAccount(t *testing.T) {
 			},
 		}).Build()
 	ca := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
-	r := &StackReconciler{Client: c, Tenancy: Tenancy{
+	r := Tenancy{
 		RESTConfig: &rest.Config{Host: "https://127.0.0.1:6443", BearerToken: "controller-token-999",
 			TLSClientConfig: rest.TLSClientConfig{CAData: ca, CertData: []byte("controller-cert"), KeyData: []byte("controller-key")}},
 		OwnClusterEnv: map[string]string{"KUBECONFIG": "/controller/kubeconfig", "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"},
-	}}
+	}
 	stack := stackFixture()
 	stack.Spec.Timeout = &metav1.Duration{Duration: 30 * time.Minute}
-	st := &reconcileState{stack: stack, inputs: &inputs{ServiceAccount: "deployer", Env: map[string]string{"PULUMI_CONFIG_PASSPHRASE": "pw", "KUBECONFIG": "/from/envFrom"}}}
+	in := &Inputs{ServiceAccount: "deployer", Env: map[string]string{"PULUMI_CONFIG_PASSPHRASE": "pw", "KUBECONFIG": "/from/envFrom"}}
 	dir := t.TempDir()
 
-	env, err := r.runnerEnv(ctx, st, dir)
+	env, err := r.Env(ctx, c, in, stack.Namespace, stack.GetTimeout(), dir)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(env).To(HaveKeyWithValue("KUBECONFIG", filepath.Join(dir, "kubeconfig")))
 	g.Expect(env).To(HaveKeyWithValue("PULUMI_CONFIG_PASSPHRASE", "pw"))
 	g.Expect(env).NotTo(HaveKey("KUBERNETES_SERVICE_HOST"))
 	g.Expect(env).NotTo(HaveKey("KUBERNETES_SERVICE_PORT"))
-	g.Expect(st.inputs.Env).To(HaveKeyWithValue("KUBECONFIG", "/from/envFrom"), "the resolved inputs are left as they were")
-	g.Expect(st.inputs.secrets).To(ContainElement("sa-token-abcdef123456"), "the token is scrubbed from messages")
+	g.Expect(in.Env).To(HaveKeyWithValue("KUBECONFIG", "/from/envFrom"), "the resolved inputs are left as they were")
+	g.Expect(in.Secrets).To(ContainElement("sa-token-abcdef123456"), "the token is scrubbed from messages")
 	g.Expect(*requested.Spec.ExpirationSeconds).To(BeEquivalentTo((35 * time.Minute).Seconds()), "the timeout plus a margin")
 
 	info, err := os.Stat(env["KUBECONFIG"])
@@ -128,8 +129,7 @@ func TestRunnerEnvTokenLifetime(t *testing.T) {
 			return nil
 		},
 	}).Build()
-	r := &StackReconciler{Client: c}
-	_, err := r.requestToken(context.Background(), "infra", "deployer", time.Minute)
+	_, err := requestToken(context.Background(), c, "infra", "deployer", time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(seconds).To(BeEquivalentTo(600), "at least the 10 minutes the API server requires")
 
@@ -138,7 +138,7 @@ func TestRunnerEnvTokenLifetime(t *testing.T) {
 	for timeout, want := range map[time.Duration]time.Duration{
 		30 * time.Minute: 35 * time.Minute, 8760 * time.Hour: 2 * time.Hour, 2 * time.Hour: 2 * time.Hour,
 	} {
-		_, err := r.requestToken(context.Background(), "infra", "deployer", timeout)
+		_, err := requestToken(context.Background(), c, "infra", "deployer", timeout)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(seconds).To(BeEquivalentTo(want.Seconds()), "timeout %s", timeout)
 	}
@@ -147,10 +147,9 @@ func TestRunnerEnvTokenLifetime(t *testing.T) {
 func TestRunnerEnvWithoutServiceAccount(t *testing.T) {
 	g := NewWithT(t)
 	own := map[string]string{"KUBECONFIG": "/controller/kubeconfig"}
-	r := &StackReconciler{Tenancy: Tenancy{OwnClusterEnv: own}}
-	st := &reconcileState{stack: stackFixture(), inputs: &inputs{Env: map[string]string{"A": "b"}}}
+	r := Tenancy{OwnClusterEnv: own}
 	dir := t.TempDir()
-	env, err := r.runnerEnv(context.Background(), st, dir)
+	env, err := r.Env(context.Background(), nil, &Inputs{Env: map[string]string{"A": "b"}}, "infra", time.Minute, dir)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(env).To(Equal(map[string]string{"A": "b", "KUBECONFIG": "/controller/kubeconfig"}), "the controller's own identity")
 	g.Expect(filepath.Join(dir, "kubeconfig")).NotTo(BeAnExistingFile())
@@ -163,9 +162,8 @@ func TestRunnerEnvTokenRefused(t *testing.T) {
 			return errors.New(`serviceaccounts "deployer" is forbidden`)
 		},
 	}).Build()
-	r := &StackReconciler{Client: c, Tenancy: Tenancy{RESTConfig: &rest.Config{Host: "https://h"}}}
-	st := &reconcileState{stack: stackFixture(), inputs: &inputs{ServiceAccount: "deployer"}}
-	_, err := r.runnerEnv(context.Background(), st, t.TempDir())
+	r := Tenancy{RESTConfig: &rest.Config{Host: "https://h"}}
+	_, err := r.Env(context.Background(), c, &Inputs{ServiceAccount: "deployer"}, "infra", time.Minute, t.TempDir())
 	g.Expect(err).To(MatchError(ContainSubstring("create on serviceaccounts/token")))
 }
 
@@ -197,22 +195,4 @@ func TestWriteInClusterKubeconfig(t *testing.T) {
 	g.Expect(rc.CAData).To(Equal([]byte("ca-bytes")))
 
 	g.Expect(WriteInClusterKubeconfig(path, &rest.Config{Host: "https://h"})).To(MatchError(ContainSubstring("not in-cluster")))
-}
-
-// A namespace being deleted takes the Stack's ServiceAccount with it: the
-// finalizer must not wait for it for ever (it would hold the namespace).
-func TestServiceAccountGoneWithNamespace(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	now := metav1.Now()
-	terminating := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra", DeletionTimestamp: &now, Finalizers: []string{"kubernetes"}}}
-	r := &StackReconciler{APIReader: fake.NewClientBuilder().WithObjects(terminating).Build()}
-	in := &inputs{}
-	err := (&inputsResolver{client: fake.NewClientBuilder().Build()}).resolveServiceAccount(ctx,
-		func() *v1alpha1.Stack { s := stackFixture(); s.Spec.ServiceAccountName = "deployer"; return s }(), in)
-	g.Expect(err).To(HaveOccurred())
-	g.Expect(r.inputsGoneWithNamespace(ctx, stackFixture(), err)).To(BeTrue())
-
-	live := &StackReconciler{APIReader: fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra"}}).Build()}
-	g.Expect(live.inputsGoneWithNamespace(ctx, stackFixture(), err)).To(BeFalse(), "a live namespace: wait for the ServiceAccount")
 }

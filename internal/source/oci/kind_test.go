@@ -1,4 +1,4 @@
-package controller
+package oci
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	ocilib "github.com/stackpilot/stackpilot/internal/oci"
+	"github.com/stackpilot/stackpilot/internal/serror"
 	"github.com/stackpilot/stackpilot/internal/source"
-	srcoci "github.com/stackpilot/stackpilot/internal/source/oci"
 )
 
 // What is wrong with an artifact itself stalls the Stack for that revision
@@ -24,7 +24,7 @@ func TestOCIFetchErrorClasses(t *testing.T) {
 		reason  string
 		stalled bool
 	}{
-		{&srcoci.VerificationError{Ref: "oci://r/x:" + rev, Err: errors.New("no signature")}, v1alpha1.VerificationFailedReason, false},
+		{&VerificationError{Ref: "oci://r/x:" + rev, Err: errors.New("no signature")}, v1alpha1.VerificationFailedReason, false},
 		{fmt.Errorf("artifact: %w", &ocilib.LimitError{Layer: "sha256:1", Size: 10, Max: 5}), v1alpha1.ArtifactFailedReason, true},
 		{&artifact.UnsafePathError{Path: "../x", Reason: "climbs out"}, v1alpha1.ArtifactFailedReason, true},
 		{&ocilib.DigestError{Layer: "sha256:1", Got: "sha256:2"}, v1alpha1.ArtifactFailedReason, false},
@@ -33,9 +33,9 @@ func TestOCIFetchErrorClasses(t *testing.T) {
 		{errors.New("connection reset"), v1alpha1.OCIOperationFailedReason, false},
 	} {
 		g := NewWithT(t)
-		got := ociFetchError(tc.err, rev)
-		g.Expect(reasonOf(got, "")).To(Equal(tc.reason), "%v", tc.err)
-		var stall *StallingError
+		got := fetchError(tc.err, rev)
+		g.Expect(serror.ReasonOf(got, "")).To(Equal(tc.reason), "%v", tc.err)
+		var stall *serror.StallingError
 		g.Expect(errors.As(got, &stall)).To(Equal(tc.stalled), "%v", tc.err)
 		if tc.stalled {
 			g.Expect(stall.Revision).To(Equal(rev), "stalled for the revision alone")

@@ -1,4 +1,4 @@
-package controller
+package git
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
+	"github.com/stackpilot/stackpilot/internal/serror"
 	"github.com/stackpilot/stackpilot/internal/source"
-	"github.com/stackpilot/stackpilot/internal/source/git"
 )
 
 // A Git revision over a bound stalls for that revision, naming the flag
@@ -22,21 +22,21 @@ func TestGitFetchErrorNamesTheFlag(t *testing.T) {
 		err  error
 		flag string
 	}{
-		{&git.LimitError{URL: "https://git.example/infra", Revision: rev, What: "size of the fetched objects", Max: 10}, "--artifact-max-size"},
-		{&git.LimitError{URL: "https://git.example/infra", Revision: rev, What: "file count", Max: 10}, "--artifact-max-files"},
+		{&LimitError{URL: "https://git.example/infra", Revision: rev, What: "size of the fetched objects", Max: 10}, "--artifact-max-size"},
+		{&LimitError{URL: "https://git.example/infra", Revision: rev, What: "file count", Max: 10}, "--artifact-max-files"},
 		{fmt.Errorf("storing %s: %w", rev, &artifact.LimitError{Limit: "file count", Max: 10, Of: "tree"}), "--artifact-max-files"},
 		{fmt.Errorf("storing %s: %w", rev, &artifact.LimitError{Limit: "size", Max: 10, Of: "tree"}), "--artifact-max-size"},
 	} {
-		err := gitFetchError(c.err, rev)
-		var se *StallingError
+		err := fetchError(c.err, rev)
+		var se *serror.StallingError
 		g.Expect(errors.As(err, &se)).To(BeTrue(), "%v", err)
 		g.Expect(se.Reason).To(Equal(v1alpha1.ArtifactFailedReason))
 		g.Expect(se.Revision).To(Equal(rev))
 		g.Expect(err.Error()).To(ContainSubstring(c.flag))
 		g.Expect(err.Error()).To(ContainSubstring("nothing of it was applied"))
 	}
-	err := gitFetchError(&source.AuthError{URL: "https://git.example/infra", Reason: "refused"}, rev)
-	var te *TransientError
+	err := fetchError(&source.AuthError{URL: "https://git.example/infra", Reason: "refused"}, rev)
+	var te *serror.TransientError
 	g.Expect(errors.As(err, &te)).To(BeTrue(), "%v", err)
 	g.Expect(te.Reason).To(Equal(v1alpha1.AuthenticationFailedReason))
 }
