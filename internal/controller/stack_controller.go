@@ -169,9 +169,10 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			return ctrl.Result{}, err
 		}
 	}
+	// The observe steps find what the status, the source and the inputs say,
+	// and decide what to do; act then runs the steps of that action
+	// (route.go). The result is summarize's.
 	return ctrl.Result{}, r.runSteps(ctx, st, []stepFunc{
-		// The observe steps: what the source, the inputs and the status say,
-		// and from them what to do (decide)...
 		// Recovery comes before the suspend: an operation a dead controller
 		// left running would otherwise stay "running" for as long as the
 		// Stack is suspended (Ready Unknown, dependents waiting on it).
@@ -182,7 +183,6 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.resolveInputs,
 		r.resolveProgram,
 		r.decide,
-		// ...then the steps of the decided action (route.go).
 		r.act,
 	})
 }
