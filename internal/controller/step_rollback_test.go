@@ -265,7 +265,7 @@ func TestRollbackCancelledByShutdownRunsAgain(t *testing.T) {
 
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
-	_, err := r.rollbackIfDue(context.Background(), st)
+	_, err := r.act(context.Background(), st)
 	var stall *StallingError
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
@@ -282,7 +282,7 @@ func TestRollbackCancelledByShutdownRunsAgain(t *testing.T) {
 	s.Rollback.Outcome = v1alpha1.OutcomeInterrupted
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
-	_, err = r.rollbackIfDue(context.Background(), st)
+	_, err = r.act(context.Background(), st)
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
 	g.Expect(exec.specs).To(HaveLen(1))
