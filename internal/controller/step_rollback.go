@@ -269,10 +269,6 @@ func (r *StackReconciler) rollbackRefused(ctx context.Context, st *reconcileStat
 // at spec.interval, and through the watches), and drift checks go on at the
 // applied revision.
 func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState) (stepResult, error) {
-	return stepDone, r.hold(ctx, st)
-}
-
-func (r *StackReconciler) hold(ctx context.Context, st *reconcileState) error {
 	stack := st.stack
 	rb := stack.Status.Rollback
 	if rb.Outcome == v1alpha1.OutcomeRunning {
@@ -288,9 +284,9 @@ func (r *StackReconciler) hold(ctx context.Context, st *reconcileState) error {
 		msg = c.Message // the rollback's own account, with its error
 	}
 	if err := r.driftAtApplied(ctx, st); err != nil {
-		return err
+		return stepDone, err
 	}
-	return &StallingError{Reason: reason, Err: errors.New(msg), Revision: st.revision}
+	return stepDone, &StallingError{Reason: reason, Err: errors.New(msg), Revision: st.revision}
 }
 
 // driftAtApplied runs a drift check when one is due, with the inputs the
