@@ -8,7 +8,8 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
-// Action is what a reconcile does after resolving the source and the inputs.
+// Action is what a reconcile does after resolving the source and the inputs;
+// routes (route.go) maps each to the steps that do it.
 type Action string
 
 const (
@@ -22,8 +23,8 @@ const (
 	// ActionWait: the last attempt at these very inputs failed and its retry is not due.
 	ActionWait Action = "wait"
 	// ActionRemediate: the failed attempt being retried was a remediate (a
-	// drift repair at the applied program and inputs): check again, and
-	// remediate what still drifted.
+	// drift repair at the applied program and inputs): remediate again, with
+	// no check first (retryRemediate, step_remediate.go).
 	ActionRemediate Action = "remediate"
 	// ActionRollback: the up of a new change failed spec.rollback.afterFailures
 	// times: apply the last applied program and inputs again (step_rollback.go).

@@ -37,8 +37,11 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	if plan.Destroy != nil {
 		if wait := destroyRetryWait(stack, time.Now()); wait > 0 {
 			// The Ready message is the failed destroy's own account.
-			return &WaitingError{Reason: v1alpha1.DestroyFailedReason,
-				Err: errors.New(conditions.GetMessage(stack, v1alpha1.ReadyCondition)), RequeueAfter: wait}
+			msg := ""
+			if c := st.currentReady(); c != nil {
+				msg = c.Message
+			}
+			return &WaitingError{Reason: v1alpha1.DestroyFailedReason, Err: errors.New(msg), RequeueAfter: wait}
 		}
 		if err := r.destroy(ctx, st, *plan.Destroy); err != nil {
 			var down *ShutdownError
@@ -53,8 +56,7 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 				st.requeueAfter = backoff(max(failures, 1), stack.GetRetryInterval(), stack.GetRequeueAfter())
 				err = fmt.Errorf("%w (%d failed destroy(s) in a row; retried in %s, or at once on a reconcile request or a spec change)",
 					err, failures, st.requeueAfter)
-				msg := scrubMsg(st, err.Error())
-				conditions.MarkFalse(stack, v1alpha1.ReadyCondition, v1alpha1.DestroyFailedReason, "%s", msg)
+				// Ready says so with this message (summarize).
 				return transient(v1alpha1.DestroyFailedReason, err)
 			}
 			r.letGo(ctx, stack, next, scrubMsg(st, err.Error()))

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -38,9 +36,9 @@ func (r *StackReconciler) runPreview(ctx context.Context, st *reconcileState, pl
 	}
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
-	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running preview %s of revision %s for plan %s", rec.ID, st.revision, planID)
-	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Previewing revision %s", st.revision)
-	if err := st.patcher.Patch(ctx, stack, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+	if err := st.patchStart(ctx, &finding{kind: foundRunning,
+		progress: fmt.Sprintf("Running preview %s of revision %s for plan %s", rec.ID, st.revision, planID),
+		message:  fmt.Sprintf("Previewing revision %s", st.revision)}); err != nil {
 		return nil, nil, transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of the preview: %w", err))
 	}
 	r.inflight.start(stack.UID, rec.ID)

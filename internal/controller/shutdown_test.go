@@ -113,7 +113,7 @@ func TestStepsAfterAnUpEndedByShutdown(t *testing.T) {
 	var publishErr, driftErr error
 	var publishDeadline time.Time
 	ran := 0
-	_, err := r.runSteps(ctx, st, []stepFunc{
+	err := r.runSteps(ctx, st, []stepFunc{
 		func(ctx context.Context, st *reconcileState) (stepResult, error) {
 			st.operationStarted = true // the up ran...
 			stop()                     // ...and SIGTERM came while it did

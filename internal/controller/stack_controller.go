@@ -67,7 +67,11 @@ type StackReconciler struct {
 	inflight inflightOps
 }
 
-// stepFunc is one step of a reconcile; it sets only its own conditions.
+// stepFunc is one step of a reconcile. Whether it runs is the route's choice
+// (route.go), never its own. It records what it finds in the reconcile's
+// state (findings, for Ready: summarize.go) and sets only the conditions of
+// its own concern (OutputsPublished, Drifted, PlanPending); Ready,
+// Reconciling and Stalled are summarize.go's alone.
 type stepFunc func(ctx context.Context, st *reconcileState) (stepResult, error)
 
 type stepResult int
@@ -109,6 +113,11 @@ type reconcileState struct {
 	drainCancel context.CancelFunc
 	// approved is the approved plan runUp applies (gateApproval).
 	approved *approvedPlan
+	// drift is what this reconcile's drift check found, for remediateDrift.
+	drift *driftFound
+	// findings are what the steps found about readiness and summarize.go
+	// has not written into the conditions yet (summarize.go).
+	findings []finding
 }
 
 // Reconcile is the entry point of controller-runtime.
@@ -138,52 +147,51 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			return ctrl.Result{}, err
 		}
 	}
-	// Recovery comes before the suspend: an operation a dead controller left
-	// running would otherwise stay "running" for as long as the Stack is
-	// suspended (Ready Unknown, dependents waiting on it).
-	if _, err := r.recoverInterrupted(ctx, st); err != nil {
-		return ctrl.Result{}, err
-	}
-	if st.stack.Spec.Suspend {
-		log.FromContext(ctx).V(1).Info("suspended")
-		return ctrl.Result{}, nil
-	}
-
-	return r.runSteps(ctx, st, []stepFunc{
+	// The observe steps find what the status, the source and the inputs say,
+	// and decide what to do; act then runs the steps of that action
+	// (route.go). The result is summarize's.
+	return ctrl.Result{}, r.runSteps(ctx, st, []stepFunc{
+		// Recovery comes before the suspend: an operation a dead controller
+		// left running would otherwise stay "running" for as long as the
+		// Stack is suspended (Ready Unknown, dependents waiting on it).
+		r.recoverInterrupted,
+		r.unlessSuspended,
 		r.resolveSource,
 		r.checkDependencies,
 		r.resolveInputs,
 		r.resolveProgram,
 		r.decide,
-		r.rollbackIfDue,
-		r.checkDrift,
-		r.restoreOutputs,
-		r.fetchArtifact,
-		r.gateApproval,
-		r.runUp,
-		r.publishOutputs,
-		r.checkDriftAfterUp,
+		r.act,
 	})
+}
+
+// unlessSuspended ends the reconcile of a suspended Stack (summarize says so).
+func (r *StackReconciler) unlessSuspended(ctx context.Context, st *reconcileState) (stepResult, error) {
+	if st.stack.Spec.Suspend {
+		log.FromContext(ctx).V(1).Info("suspended")
+		return stepDone, nil
+	}
+	return stepContinue, nil
 }
 
 // runSteps runs the steps in order until one is done or fails. The steps
 // after an operation that ended during a shutdown run on stepContext's
 // context; one of them that would start another operation ends the
 // reconcile without an error: the next controller decides again.
-func (r *StackReconciler) runSteps(ctx context.Context, st *reconcileState, steps []stepFunc) (ctrl.Result, error) {
+func (r *StackReconciler) runSteps(ctx context.Context, st *reconcileState, steps []stepFunc) error {
 	for _, step := range steps {
 		res, err := step(st.stepContext(ctx), st)
 		if err != nil {
 			if st.operationStarted && errors.Is(err, ErrShuttingDown) {
 				break
 			}
-			return ctrl.Result{}, err
+			return err
 		}
 		if res == stepDone {
 			break
 		}
 	}
-	return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
+	return nil
 }
 
 // rebase makes obj the base of the next status patch: it then writes what

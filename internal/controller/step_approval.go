@@ -35,9 +35,9 @@ type approvedPlan struct {
 // status.pendingPlan; a plan made for another revision, program or inputs is
 // replaced, so that an approval never applies a change it did not see (a
 // new revision whose program and inputs are those of the plan is no other
-// change: the plan stays, as decide skips such a revision). Only
-// the ups of new changes pass here: a drift remediate and a rollback put back
-// what was applied before, and are not gated.
+// change: the plan stays, as decide skips such a revision). It is on the
+// route of ActionUp alone (route.go): a drift remediate and a rollback put
+// back what was applied before, and are not gated.
 func (r *StackReconciler) gateApproval(ctx context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
 	mode := stack.GetApprovalMode()
@@ -48,9 +48,6 @@ func (r *StackReconciler) gateApproval(ctx context.Context, st *reconcileState) 
 				"plan %s dropped: spec.approval.mode is Auto, changes are applied without approval", p.ID)
 		}
 		conditions.Delete(stack, v1alpha1.PlanPendingCondition)
-		return stepContinue, nil
-	}
-	if st.decision.Action != ActionUp {
 		return stepContinue, nil
 	}
 	if p := stack.Status.PendingPlan; p != nil {
@@ -89,25 +86,26 @@ func (r *StackReconciler) planOutdated(st *reconcileState, p *v1alpha1.PendingPl
 
 // awaitApproval lets the approved plan through to runUp, or reports that it
 // waits. While it waits, drift checks of the applied revision go on, but
-// nothing is remediated: a remediate is an up, and would take the place of
-// the change that waits (its record, its attempted revision).
+// nothing is remediated (waiting ends the route before remediateDrift): a
+// remediate is an up, and would take the place of the change that waits
+// (its record, its attempted revision).
 func (r *StackReconciler) awaitApproval(ctx context.Context, st *reconcileState, p *v1alpha1.PendingPlan, mode v1alpha1.ApprovalMode) (stepResult, error) {
 	stack := st.stack
 	if mode == v1alpha1.ApprovalPreviewOnly {
-		markPreviewOnly(stack, p)
-		return stepDone, r.driftIfDue(ctx, st, false)
+		markPreviewOnly(st, p)
+		return stepDone, r.driftIfDue(ctx, st)
 	}
 	value, by, err := r.approval(ctx, stack)
 	if err != nil {
 		return stepDone, transient(v1alpha1.OperationFailedReason, err)
 	}
 	if value != p.ID {
-		markAwaitingApproval(stack, p, value)
+		markAwaitingApproval(st, p, value)
 		if value != "" && !appliedPlan(stack, value) {
 			r.recordf(stack, corev1.EventTypeWarning, staleApproval, "Approve",
 				"the approval (by %s) names plan %s, which is not the pending plan %s: nothing was applied; approve %s to apply it", by, value, p.ID, p.ID)
 		}
-		return stepDone, r.driftIfDue(ctx, st, false)
+		return stepDone, r.driftIfDue(ctx, st)
 	}
 	st.approved = &approvedPlan{id: p.ID, file: r.Plans.PlanFile(stack.UID, p.ID), by: by}
 	if !approvedRetry(stack, p.ID) {
@@ -252,22 +250,26 @@ func (st *reconcileState) upOptions() opOptions {
 	return opOptions{plan: st.approved.file, planID: st.approved.id, approvedBy: st.approved.by}
 }
 
-func markAwaitingApproval(stack *v1alpha1.Stack, p *v1alpha1.PendingPlan, value string) {
+// markAwaitingApproval reports a plan that waits for a person: PlanPending,
+// and Ready False (summarize.go) until it is approved.
+func markAwaitingApproval(st *reconcileState, p *v1alpha1.PendingPlan, value string) {
+	stack := st.stack
 	msg := fmt.Sprintf("Plan %s of revision %s waits for approval (%s): approve it with %s", p.ID, p.Revision, planChanges(p), approveHint(stack, p.ID))
 	if value != "" && value != p.ID {
 		msg += fmt.Sprintf("; the annotation %s names %s, which is not this plan: nothing was applied", v1alpha1.ApproveAnnotation, value)
 	}
 	conditions.MarkTrue(stack, v1alpha1.PlanPendingCondition, v1alpha1.AwaitingApprovalReason, "%s", msg)
-	conditions.MarkFalse(stack, v1alpha1.ReadyCondition, v1alpha1.AwaitingApprovalReason, "%s", msg)
+	st.found(finding{kind: foundAwaitingApproval, message: msg})
 }
 
-// markPreviewOnly reports a PreviewOnly plan. Ready is True: the Stack does
-// all it is asked to (preview, never apply), and tools that wait for Ready
-// (kstatus, a Kustomization's wait) would otherwise wait for ever.
-func markPreviewOnly(stack *v1alpha1.Stack, p *v1alpha1.PendingPlan) {
+// markPreviewOnly reports a PreviewOnly plan. Ready is True (summarize.go):
+// the Stack does all it is asked to (preview, never apply), and tools that
+// wait for Ready (kstatus, a Kustomization's wait) would otherwise wait for
+// ever.
+func markPreviewOnly(st *reconcileState, p *v1alpha1.PendingPlan) {
 	msg := fmt.Sprintf("Plan %s of revision %s: %s; spec.approval.mode PreviewOnly applies nothing", p.ID, p.Revision, planChanges(p))
-	conditions.MarkTrue(stack, v1alpha1.PlanPendingCondition, v1alpha1.PreviewOnlyReason, "%s", msg)
-	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.PreviewOnlyReason, "%s", msg)
+	conditions.MarkTrue(st.stack, v1alpha1.PlanPendingCondition, v1alpha1.PreviewOnlyReason, "%s", msg)
+	st.found(finding{kind: foundPreviewOnly, message: msg})
 }
 
 func approveHint(stack *v1alpha1.Stack, id string) string {

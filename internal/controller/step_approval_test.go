@@ -75,8 +75,8 @@ func TestPlanFailedKeepsApproval(t *testing.T) {
 	stack := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1"}}
 	p := &v1alpha1.PendingPlan{ID: "plan-1", Revision: "main@sha1:b"}
 	stack.Status.PendingPlan = p
-	markAwaitingApproval(stack, p, "")
 	st := &reconcileState{stack: stack, approved: &approvedPlan{id: "plan-1", by: "alice"}}
+	markAwaitingApproval(st, p, "")
 	r := &StackReconciler{}
 
 	r.planFailed(st, transient(v1alpha1.ProgramErrorReason, errors.New("boom")))

@@ -2,10 +2,8 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
@@ -21,7 +19,8 @@ func (r *StackReconciler) resolveInputs(ctx context.Context, st *reconcileState)
 	return stepContinue, nil
 }
 
-// decide chooses between nothing, an up, and waiting out a failure's backoff.
+// decide chooses what this reconcile does (decide.go); act runs the steps
+// of that action (route.go). It only decides.
 func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
 	if err := stackChanged(stack, st.inputs); err != nil {
@@ -29,8 +28,7 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 	}
 	// A failing remediate is retried only while remediation is on: turning
 	// the mode to Detect or Disabled stops it (decideRemediateOff).
-	remediating := stack.GetDriftMode() == v1alpha1.DriftRemediate
-	remediateFailing := remediating && lastAttemptType(stack) == v1alpha1.OperationRemediate && stack.Status.Failures > 0
+	remediateFailing := remediateFailing(stack)
 	in := decideInput{
 		Revision:                   st.revision,
 		ProgramDigest:              st.programDigest,
@@ -47,51 +45,27 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		// it is one to retry a failed remediate.
 		Requested:            isRequested(stack) && (!driftRequested(stack) || remediateFailing),
 		LastAttemptRemediate: remediateFailing,
-		RemediateOff:         !remediating && lastRemediateUnfinished(stack),
+		RemediateOff:         remediateOff(stack),
 		Now:                  time.Now(),
 		RetryInterval:        stack.GetRetryInterval(),
 		Interval:             stack.GetRequeueAfter(),
 	}
 	rollbackInput(stack, st, &in)
 	st.decision = decide(in)
-	if in.RemediateOff && stack.Status.Failures > 0 && (st.decision.Action == ActionNone || st.decision.Action == ActionSkip) {
-		r.remediateStopped(stack)
-	}
-	if a := st.decision.Action; a == ActionNone || a == ActionSkip {
-		r.settlePlan(st)
-	}
-	switch st.decision.Action {
-	case ActionNone:
-		conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
-		return stepContinue, nil // restoreOutputs, and no further
-	case ActionSkip:
-		if err := r.skipUp(ctx, st); err != nil {
-			return stepDone, err
-		}
-		return stepContinue, nil // as for ActionNone
-	case ActionRemediate:
-		return stepContinue, nil // checkDrift
-	case ActionWait:
-		reason, msg := v1alpha1.OperationFailedReason, "the last operation failed"
-		if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Status != "True" {
-			reason, msg = c.Reason, c.Message
-		}
-		if reason == v1alpha1.StackClaimedReason {
-			// Still another Stack's as far as we know: stay Stalled, not waiting.
-			return stepDone, &StallingError{Reason: reason, Err: errors.New(msg)}
-		}
-		// Checks go on while a newer change waits for its retry: they look at
-		// the applied revision; a remediate waits for the retry. Not while a
-		// remediate waits for its retry: its refresh wrote the real state
-		// into the stack, and a check would report the drift gone.
-		if !remediateFailing {
-			if err := r.driftIfDue(ctx, st, false); err != nil {
-				return stepDone, err
-			}
-		}
-		return stepDone, &WaitingError{Reason: reason, Err: errors.New(msg), RequeueAfter: st.decision.RequeueAfter}
-	}
 	return stepContinue, nil
+}
+
+// remediateFailing is true while a remediate is failing and remediation is
+// still on: decide retries it as a remediate.
+func remediateFailing(stack *v1alpha1.Stack) bool {
+	return stack.GetDriftMode() == v1alpha1.DriftRemediate &&
+		lastAttemptType(stack) == v1alpha1.OperationRemediate && stack.Status.Failures > 0
+}
+
+// remediateOff is true when the newest attempt is a remediate that did not
+// succeed and remediation is off now: it is not retried (decideRemediateOff).
+func remediateOff(stack *v1alpha1.Stack) bool {
+	return stack.GetDriftMode() != v1alpha1.DriftRemediate && lastRemediateUnfinished(stack)
 }
 
 // lastAttemptFinished is when the newest finished attempt (an operation
@@ -118,8 +92,8 @@ func lastRemediateUnfinished(stack *v1alpha1.Stack) bool {
 
 // remediateStopped ends the failure run of a remediate that remediation,
 // turned off, no longer retries: the applied revision is what the Stack
-// applies, so it is Ready again (decide's ActionNone), with no failure left
-// to back off from. Said once, in an event: the count is 0 afterwards.
+// applies, so it is Ready again (ActionNone's upToDate), with no failure
+// left to back off from. Said once, in an event: the count is 0 afterwards.
 func (r *StackReconciler) remediateStopped(stack *v1alpha1.Stack) {
 	stack.Status.Failures = 0
 	r.recordf(stack, corev1.EventTypeNormal, "RemediateStopped", string(v1alpha1.OperationRemediate),

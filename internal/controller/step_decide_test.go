@@ -16,8 +16,8 @@ import (
 // TestDecideStepStopsFailingRemediate: a remediate failed twice at the
 // applied program and inputs. While the mode is Remediate it is retried (as
 // a remediate); once the mode is Detect or Disabled the decide step answers
-// nothing to do, marks the Stack Ready at its applied revision, clears the
-// failure count and says so once.
+// nothing to do, and the first steps of that route find the Stack Ready at
+// its applied revision, clear the failure count and say so once.
 func TestDecideStepStopsFailingRemediate(t *testing.T) {
 	finished := metav1.NewTime(time.Now().Add(-time.Hour))
 	stack := func(mode v1alpha1.DriftMode) *v1alpha1.Stack {
@@ -39,6 +39,14 @@ func TestDecideStepStopsFailingRemediate(t *testing.T) {
 		st := &reconcileState{stack: s, revision: "main@sha1:a", programDigest: "sha256:p", inputs: &inputs{Digest: "hmac:i"}}
 		_, err := r.decide(context.Background(), st)
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		if st.decision.Action == ActionNone {
+			// The route's steps before its drift check (route.go).
+			for _, step := range []stepFunc{r.settle, r.upToDate} {
+				_, err := step(context.Background(), st)
+				NewWithT(t).Expect(err).NotTo(HaveOccurred())
+			}
+			st.writeFindings()
+		}
 		return st, events
 	}
 

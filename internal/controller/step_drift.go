@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,40 +16,25 @@ import (
 )
 
 // checkDrift runs a drift check when one is due and nothing is to be
-// applied: a refresh preview of the last applied revision, which reports
-// only what changed outside the program. In Remediate mode a check that
-// finds drift is followed by a remediate. An up that is due goes first (the
-// check comes at a later reconcile), and a failed remediate is retried
-// through decide's backoff (ActionRemediate), like any failure.
+// applied (ActionNone, ActionSkip): a refresh preview of the last applied
+// revision, which reports only what changed outside the program. It only
+// checks: in Remediate mode, remediateDrift, next on the route, repairs what
+// it found. An up that is due goes first (the check comes at a later
+// reconcile), and a failed remediate is retried through decide's backoff
+// (ActionRemediate), like any failure.
 func (r *StackReconciler) checkDrift(ctx context.Context, st *reconcileState) (stepResult, error) {
-	switch st.decision.Action {
-	case ActionUp:
-		return stepContinue, nil
-	case ActionRemediate:
-		// No check first: the failed remediate's refresh wrote the real
-		// state into the stack, so a check would find nothing while the
-		// program's values are still not back. The last check's findings
-		// (status.drift) say what to leave alone.
-		art, err := r.appliedArtifact(ctx, st.stack)
-		if err != nil {
-			return stepDone, transient(v1alpha1.ArtifactFailedReason, fmt.Errorf("the program of the last applied revision %s: %w", st.stack.Status.LastAppliedRevision, err))
-		}
-		return stepDone, r.remediate(ctx, st, art, driftFilter{Ignored: ignoredFromStatus(st.stack)})
-	}
-	if err := r.driftIfDue(ctx, st, true); err != nil {
+	if err := r.driftIfDue(ctx, st); err != nil {
 		return stepDone, err
-	}
-	if st.result != nil {
-		return stepDone, nil // remediated: its outputs are published
 	}
 	return stepContinue, nil
 }
 
 // driftIfDue runs a check when its slot has come or a person asked for one
 // (the reconcile-now annotation with a "drift-" value), else asks for a
-// requeue at the slot. mayRemediate is false while an apply of a newer
-// change is failing: the remediate waits for it.
-func (r *StackReconciler) driftIfDue(ctx context.Context, st *reconcileState, mayRemediate bool) error {
+// requeue at the slot. It never remediates: only the routes that go on to
+// remediateDrift do, not those where an apply of a newer change is failing
+// or waits for approval (the remediate waits for it).
+func (r *StackReconciler) driftIfDue(ctx context.Context, st *reconcileState) error {
 	stack := st.stack
 	mode := stack.GetDriftMode()
 	manual := driftRequested(stack)
@@ -72,7 +56,7 @@ func (r *StackReconciler) driftIfDue(ctx context.Context, st *reconcileState, ma
 		}
 		return nil
 	}
-	return r.runDrift(ctx, st, mayRemediate && mode == v1alpha1.DriftRemediate)
+	return r.runDrift(ctx, st)
 }
 
 // driftRequested is true when the unhandled reconcile-now value asks for a
@@ -128,9 +112,9 @@ func (r *StackReconciler) driftPeers(ctx context.Context, interval time.Duration
 	return peers
 }
 
-// runDrift checks the last applied revision and reports what it finds; with
-// remediate, drift found is then repaired.
-func (r *StackReconciler) runDrift(ctx context.Context, st *reconcileState, remediate bool) error {
+// runDrift checks the last applied revision and reports what it finds;
+// what drifted is kept for remediateDrift (st.drift).
+func (r *StackReconciler) runDrift(ctx context.Context, st *reconcileState) error {
 	stack := st.stack
 	revision := stack.Status.LastAppliedRevision
 	art, err := r.appliedArtifact(ctx, stack)
@@ -154,10 +138,15 @@ func (r *StackReconciler) runDrift(ctx context.Context, st *reconcileState, reme
 	}
 	f := filterDrift(res.Resources, stack.GetDriftIgnore())
 	r.reportDrift(ctx, st, f)
-	if !remediate || len(f.Drifted) == 0 {
-		return nil
-	}
-	return r.remediate(ctx, st, art, f)
+	st.drift = &driftFound{program: art, filter: f}
+	return nil
+}
+
+// driftFound is what a drift check of this reconcile found drifted, with
+// the program it checked (the last applied revision's).
+type driftFound struct {
+	program artifact.Artifact
+	filter  driftFilter
 }
 
 // runDriftCheck runs the refresh preview. Like every operation its start is
@@ -179,9 +168,7 @@ func (r *StackReconciler) runDriftCheck(ctx context.Context, st *reconcileState,
 	}
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
-	// The conditions are ours (an up may have just set Ready in this
-	// reconcile): they win over what the API server holds.
-	if err := st.patcher.Patch(ctx, stack, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+	if err := st.patchStart(ctx, nil); err != nil {
 		return nil, transient(v1alpha1.OperationFailedReason, fmt.Errorf("record the start of the drift check: %w", err))
 	}
 	r.inflight.start(stack.UID, rec.ID)
@@ -275,66 +262,15 @@ func (r *StackReconciler) driftCheckFailed(ctx context.Context, st *reconcileSta
 	requeueBy(st, stack, retry)
 }
 
-// remediate runs `pulumi up --refresh` at the last applied revision and
-// inputs, leaving the ignored paths as they are. Only when the program and
-// inputs now resolved are the applied ones: otherwise a newer change is
-// pending (and failing, or it would have been applied), and an up of the old
-// inputs could not be told from a rollback.
-func (r *StackReconciler) remediate(ctx context.Context, st *reconcileState, art artifact.Artifact, f driftFilter) error {
-	stack := st.stack
-	if st.programDigest != stack.Status.LastAppliedProgramDigest || st.inputs.Digest != stack.Status.InputsDigest {
-		conditions.MarkTrue(stack, v1alpha1.DriftedCondition, v1alpha1.DriftDetectedReason,
-			"%s; not remediated yet: the program or the inputs changed since revision %s was applied, and the remediate waits until that change applies",
-			driftMessage(stack.Status.Drift), stack.Status.LastAppliedRevision)
-		return nil
-	}
-	revision := stack.Status.LastAppliedRevision
-	res, err := r.operateWith(ctx, st, runner.OpUp, art, revision, opOptions{
-		record: v1alpha1.OperationRemediate, refresh: true, ignoreChanges: f.Ignored,
-		// Putting the program's values back means taking back the fields
-		// that whoever changed them now owns (a kubectl edit is their field
-		// manager): Server-Side Apply with force, for this operation only.
-		env: map[string]string{"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"},
-	})
-	if err != nil {
-		return err // Ready=False with Pulumi's diagnostic, backoff (decide: ActionRemediate)
-	}
-	restored := make([]v1alpha1.DriftedResource, 0, len(res.Resources))
-	for _, c := range res.Resources {
-		if name, typ := urnNameType(c.URN); typ != "pulumi:pulumi:Stack" && typ != "" {
-			restored = append(restored, v1alpha1.DriftedResource{URN: c.URN, Type: typ, Name: name, Op: c.Op})
-		}
-	}
-	if h := stack.Status.History; len(h) > 0 && h[0].Type == v1alpha1.OperationRemediate {
-		h[0].Resources = driftURNs(restored)
-	}
-	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
-	st.result = res
-	if _, err := r.publishOutputs(ctx, st); err != nil {
-		return err
-	}
-	msg := fmt.Sprintf("remediated: restored %d resource(s)%s", len(restored), namesSuffix(restored))
-	if len(res.Excluded) > 0 {
-		msg += fmt.Sprintf("; left alone (ignored, and not expressible as ignoreChanges in this program): %s", strings.Join(res.Excluded[:min(len(res.Excluded), 5)], ", "))
-	}
-	if stack.Status.Drift != nil {
-		stack.Status.Drift.Resources, stack.Status.Drift.Total = nil, 0
-	}
-	stackDrifted.WithLabelValues(stack.Namespace, stack.Name).Set(0)
-	conditions.MarkFalse(stack, v1alpha1.DriftedCondition, v1alpha1.RemediatedReason, "%s at revision %s", msg, revision)
-	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
-	r.event(stack, corev1.EventTypeNormal, v1alpha1.RemediatedReason, string(v1alpha1.OperationRemediate), msg+" at revision "+revision)
-	return nil
-}
-
 // checkDriftAfterUp runs the drift check a person asked for when an up went
-// first in the same reconcile: the request is handled at the end of this
-// reconcile, and must not be handled without its check.
+// first in the same reconcile (it runs after a successful up only: route.go):
+// the request is handled at the end of this reconcile, and must not be
+// handled without its check. Like checkDrift it only checks.
 func (r *StackReconciler) checkDriftAfterUp(ctx context.Context, st *reconcileState) (stepResult, error) {
-	if st.decision.Action != ActionUp || st.result == nil || !driftRequested(st.stack) {
+	if !driftRequested(st.stack) {
 		return stepContinue, nil
 	}
-	if err := r.runDrift(ctx, st, st.stack.GetDriftMode() == v1alpha1.DriftRemediate); err != nil {
+	if err := r.runDrift(ctx, st); err != nil {
 		return stepDone, err
 	}
 	return stepContinue, nil

@@ -12,8 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -23,22 +21,16 @@ import (
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
-// runUp runs `pulumi up` for the resolved revision and inputs and records it.
+// runUp runs `pulumi up` for the resolved revision and inputs and records
+// it; what follows its end, success or failure, is in hooks.go.
 func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepResult, error) {
 	res, err := r.operateWith(ctx, st, runner.OpUp, st.artifact, st.revision, st.upOptions())
 	if err != nil {
-		rollbackSoon(st) // when this failure makes a rollback due (step_rollback.go)
-		if st.approved != nil {
-			r.planFailed(st, err)
-		}
+		r.upFailed(st, err)
 		return stepDone, err
 	}
 	ctx = st.stepContext(ctx) // the up may have ended during a shutdown: what follows must land
-	r.keepInputs(ctx, st)     // what a rollback to this revision applies (inputs.Snapshots)
 	stack := st.stack
-	if st.approved != nil {
-		r.planApplied(st, res)
-	}
 	stack.Status.LastAppliedRevision = st.revision
 	stack.Status.LastAppliedProgramDigest = st.programDigest
 	stack.Status.InputsDigest = st.inputs.Digest
@@ -46,14 +38,8 @@ func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepRe
 	stack.Status.AppliedStack = currentStack(stack, st.inputs)
 	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
-	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "Applied revision %s", st.revision)
-	r.driftAfterApply(st, res, st.revision) // a drift report of the resources before is stale (drift_outdated.go)
-	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
-		// The first check's time is in status at once, and the reconcile
-		// that runs it comes then, not at spec.interval.
-		next := r.scheduleDrift(ctx, stack, time.Now(), false)
-		requeueBy(st, stack, time.Until(next))
-	}
+	st.found(finding{kind: foundApplied, message: "Applied revision " + st.revision})
+	r.upSucceeded(ctx, st, res)
 	return stepContinue, nil
 }
 
@@ -155,6 +141,7 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 // that patch fails nothing is started, and nothing of it stays.
 func (r *StackReconciler) recordStart(ctx context.Context, st *reconcileState, rec v1alpha1.OperationRecord, typ runner.OperationType, art artifact.Artifact) error {
 	stack := st.stack
+	st.writeFindings() // what was found before is no part of the start taken back
 	before := stack.DeepCopy()
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)
@@ -173,12 +160,9 @@ func (r *StackReconciler) recordStart(ctx context.Context, st *reconcileState, r
 		// needs this program even if no up ever succeeds.
 		stack.Status.LastAttemptedArtifact = &v1alpha1.ArtifactReference{Revision: rec.Revision, Digest: art.Digest}
 	}
-	conditions.MarkReconciling(stack, v1alpha1.ProgressingReason, "Running %s %s of revision %s", rec.Type, rec.ID, rec.Revision)
-	conditions.MarkUnknown(stack, v1alpha1.ReadyCondition, v1alpha1.ProgressingReason, "Running %s of revision %s", rec.Type, rec.Revision)
-	// The conditions are ours: they win over what the API server holds (its
-	// Ready may be newer than the patch's base, see freshReads), as in the
-	// preview's and the drift check's start patches.
-	if err := st.patcher.Patch(ctx, stack, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+	if err := st.patchStart(ctx, &finding{kind: foundRunning,
+		progress: fmt.Sprintf("Running %s %s of revision %s", rec.Type, rec.ID, rec.Revision),
+		message:  fmt.Sprintf("Running %s of revision %s", rec.Type, rec.Revision)}); err != nil {
 		// Part of the patch may have landed (the conditions are patched
 		// apart from the rest of the status): the reconcile's final patch
 		// takes the start back, or the next reconcile would find an

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -151,7 +150,7 @@ func (r *StackReconciler) skipUp(ctx context.Context, st *reconcileState) error 
 	stack.Status.LastAppliedArtifact = &v1alpha1.ArtifactReference{Revision: st.revision, Digest: st.artifact.Digest}
 	upsSkipped.Inc()
 	r.recordf(stack, corev1.EventTypeNormal, "UpSkipped", string(v1alpha1.OperationUp), "no change under %s in %s: no up", paths, st.revision)
-	conditions.MarkTrue(stack, v1alpha1.ReadyCondition, v1alpha1.SucceededReason, "%s", appliedMessage(stack))
+	st.found(finding{kind: foundApplied, message: appliedMessage(stack)})
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -185,9 +184,10 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 		stack.Status.Failures++
 	}
 	st.recovered = &rec
-	conditions.MarkReconciling(stack, v1alpha1.InterruptedReason, "Recovering from interrupted %s %s", rec.Type, rec.ID)
-	conditions.MarkFalse(stack, v1alpha1.ReadyCondition, v1alpha1.InterruptedReason, "%s %s of revision %s was interrupted (%d failed attempts in a row)",
-		rec.Type, rec.ID, rec.Revision, stack.Status.Failures)
+	st.found(finding{kind: foundInterrupted,
+		progress: fmt.Sprintf("Recovering from interrupted %s %s", rec.Type, rec.ID),
+		message: fmt.Sprintf("%s %s of revision %s was interrupted (%d failed attempts in a row)",
+			rec.Type, rec.ID, rec.Revision, stack.Status.Failures)})
 	r.recordf(stack, corev1.EventTypeWarning, v1alpha1.InterruptedReason, "Recover",
 		"%s %s of revision %s was interrupted", rec.Type, rec.ID, rec.Revision)
 	return stepContinue, nil

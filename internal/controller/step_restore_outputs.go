@@ -19,16 +19,14 @@ import (
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
-// restoreOutputs runs when there is nothing to apply. It retries a failed
-// publish when its backoff is due, and otherwise checks that the outputs
-// Secret and ConfigMap still hold what the last up published, restoring them
-// when someone deleted or edited them, as Flux corrects drift of what it
-// applied at each interval. The values, secret ones included, are read from
-// the stack's state (runner.OpOutputs): no up, no change to the stack.
+// restoreOutputs runs when there is nothing to apply (the last step of
+// ActionNone and ActionSkip: route.go). It retries a failed publish when its
+// backoff is due, and otherwise checks that the outputs Secret and ConfigMap
+// still hold what the last up published, restoring them when someone deleted
+// or edited them, as Flux corrects drift of what it applied at each interval.
+// The values, secret ones included, are read from the stack's state
+// (runner.OpOutputs): no up, no change to the stack.
 func (r *StackReconciler) restoreOutputs(ctx context.Context, st *reconcileState) (stepResult, error) {
-	if st.decision.Action != ActionNone && st.decision.Action != ActionSkip {
-		return stepContinue, nil
-	}
 	stack := st.stack
 	if stack.Spec.Outputs == nil {
 		forgetOutputsPublished(stack)

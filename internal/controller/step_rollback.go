@@ -7,26 +7,18 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
-// rollbackIfDue runs the rollback decide chose (ActionRollback), or holds a
-// change that was rolled back (ActionRolledBack). Either ends the reconcile:
-// the change now resolved is not to be applied. Either ends in a
+// runRollback runs the rollback decide chose (ActionRollback). It ends the
+// reconcile: the change now resolved is not to be applied. It ends in a
 // StallingError for the revision, whose event (summarize) tells of the
 // rollback or its failure.
-func (r *StackReconciler) rollbackIfDue(ctx context.Context, st *reconcileState) (stepResult, error) {
-	switch st.decision.Action {
-	case ActionRollback:
-		return stepDone, r.rollback(ctx, st)
-	case ActionRolledBack:
-		return stepDone, r.holdRolledBack(ctx, st)
-	}
-	return stepContinue, nil
+func (r *StackReconciler) runRollback(ctx context.Context, st *reconcileState) (stepResult, error) {
+	return stepDone, r.rollback(ctx, st)
 }
 
 // rollbackInput adds what decide needs of spec.rollback and status.rollback.
@@ -190,12 +182,10 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 	}
 	stack.Status.Outputs, stack.Status.OutputsOmitted = statusOutputs(res.Outputs, stack.Spec.Outputs)
 	st.result = res
-	// The drift check it makes due runs with the restored inputs (driftAtApplied).
-	r.driftAfterApply(st, res, restoredRevision)
 	_, _ = r.publishOutputs(ctx, st) // a failure is OutputsPublished's to report
-	if stack.GetDriftMode() != v1alpha1.DriftDisabled {
-		requeueBy(st, stack, time.Until(r.scheduleDrift(ctx, stack, time.Now(), false)))
-	}
+	// Like an up's (hooks.go); the drift check it makes due runs with the
+	// restored inputs (driftAtApplied).
+	r.driftAfterApplied(ctx, st, res, restoredRevision)
 	msg := rolledBackMessage(rb, failed.failures)
 	return &StallingError{Reason: v1alpha1.RolledBackReason, Err: errors.New(msg), Revision: st.revision}
 }
@@ -273,11 +263,12 @@ func (r *StackReconciler) rollbackRefused(ctx context.Context, st *reconcileStat
 	return &StallingError{Reason: v1alpha1.RollbackFailedReason, Err: errors.New(msg), Revision: st.revision}
 }
 
-// holdRolledBack keeps a rolled-back change from running again: Ready stays
-// False (RolledBack or RollbackFailed), the Stack is Stalled for this change
-// (a new commit or new inputs are looked for at spec.interval, and through the
-// watches), and drift checks go on at the applied revision.
-func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState) error {
+// holdRolledBack keeps a rolled-back change from running again
+// (ActionRolledBack): Ready stays False (RolledBack or RollbackFailed), the
+// Stack is Stalled for this change (a new commit or new inputs are looked for
+// at spec.interval, and through the watches), and drift checks go on at the
+// applied revision.
+func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState) (stepResult, error) {
 	stack := st.stack
 	rb := stack.Status.Rollback
 	if rb.Outcome == v1alpha1.OutcomeRunning {
@@ -289,13 +280,13 @@ func (r *StackReconciler) holdRolledBack(ctx context.Context, st *reconcileState
 		msg = fmt.Sprintf("the rollback to revision %s after the up of revision %s failed; revision %s is not tried again until the program or its inputs change, or a reconcile is requested",
 			rb.RestoredRevision, rb.FailedRevision, rb.FailedRevision)
 	}
-	if c := conditions.Get(stack, v1alpha1.ReadyCondition); c != nil && c.Reason == reason {
+	if c := st.currentReady(); c != nil && c.Reason == reason {
 		msg = c.Message // the rollback's own account, with its error
 	}
 	if err := r.driftAtApplied(ctx, st); err != nil {
-		return err
+		return stepDone, err
 	}
-	return &StallingError{Reason: reason, Err: errors.New(msg), Revision: st.revision}
+	return stepDone, &StallingError{Reason: reason, Err: errors.New(msg), Revision: st.revision}
 }
 
 // driftAtApplied runs a drift check when one is due, with the inputs the
@@ -315,7 +306,7 @@ func (r *StackReconciler) driftAtApplied(ctx context.Context, st *reconcileState
 			current.Secrets = append(current.Secrets, restored.Secrets...)
 		}
 	}()
-	return r.driftIfDue(ctx, st, false)
+	return r.driftIfDue(ctx, st)
 }
 
 func rolledBackMessage(rb *v1alpha1.RollbackStatus, failures int64) string {

@@ -114,7 +114,7 @@ func TestRollbackAppliesTheLastAppliedInputs(t *testing.T) {
 	g.Expect(decideNow(st).Action).To(Equal(ActionRollback))
 	st.decision = decideNow(st)
 
-	res, err := r.rollbackIfDue(context.Background(), st)
+	res, err := r.act(context.Background(), st)
 	g.Expect(res).To(Equal(stepDone))
 	var stall *StallingError
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
@@ -147,7 +147,7 @@ func TestRollbackAppliesTheLastAppliedInputs(t *testing.T) {
 
 	g.Expect(decideNow(st).Action).To(Equal(ActionRolledBack), "the change is held, the retry backoff long over")
 	st.decision = decideNow(st)
-	_, err = r.rollbackIfDue(context.Background(), st)
+	_, err = r.act(context.Background(), st)
 	g.Expect(errors.As(err, &stall)).To(BeTrue())
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
 	g.Expect(exec.specs).To(HaveLen(1), "held: nothing runs")
@@ -160,7 +160,7 @@ func TestRollbackFailedIsHeld(t *testing.T) {
 	r, st, exec := rollbackFixture(t, runner.OutcomeFailed, true)
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRollback))
-	_, err := r.rollbackIfDue(context.Background(), st)
+	_, err := r.act(context.Background(), st)
 	var stall *StallingError
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
@@ -180,7 +180,7 @@ func TestRollbackRefusedWithoutTheInputs(t *testing.T) {
 	g := NewWithT(t)
 	r, st, exec := rollbackFixture(t, runner.OutcomeSucceeded, false)
 	st.decision = decideNow(st)
-	_, err := r.rollbackIfDue(context.Background(), st)
+	_, err := r.act(context.Background(), st)
 	var stall *StallingError
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
@@ -196,7 +196,7 @@ func TestRollbackRefusedWithoutTheInputs(t *testing.T) {
 	st.stack.Status.LastAttemptedInputsDigest = "hmac-sha256:d1"
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRollback))
-	_, err = r.rollbackIfDue(context.Background(), st)
+	_, err = r.act(context.Background(), st)
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
 	g.Expect(exec.specs).To(HaveLen(1))
@@ -222,7 +222,7 @@ func TestInterruptedRollbackRunsAgainOnce(t *testing.T) {
 
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
-	_, err := r.rollbackIfDue(context.Background(), st)
+	_, err := r.act(context.Background(), st)
 	var stall *StallingError
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
@@ -240,7 +240,7 @@ func TestInterruptedRollbackRunsAgainOnce(t *testing.T) {
 	s.Rollback.Outcome = v1alpha1.OutcomeRunning
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
-	_, err = r.rollbackIfDue(context.Background(), st)
+	_, err = r.act(context.Background(), st)
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
 	g.Expect(s.Rollback.Outcome).To(Equal(v1alpha1.OutcomeInterrupted))
@@ -265,7 +265,7 @@ func TestRollbackCancelledByShutdownRunsAgain(t *testing.T) {
 
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
-	_, err := r.rollbackIfDue(context.Background(), st)
+	_, err := r.act(context.Background(), st)
 	var stall *StallingError
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
@@ -282,7 +282,7 @@ func TestRollbackCancelledByShutdownRunsAgain(t *testing.T) {
 	s.Rollback.Outcome = v1alpha1.OutcomeInterrupted
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
-	_, err = r.rollbackIfDue(context.Background(), st)
+	_, err = r.act(context.Background(), st)
 	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
 	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
 	g.Expect(exec.specs).To(HaveLen(1))
@@ -300,7 +300,7 @@ func TestRollbackUsesTodaysIdentity(t *testing.T) {
 	st.decision = decideNow(st)
 	g.Expect(st.decision.Action).To(Equal(ActionRollback))
 
-	_, _ = r.rollbackIfDue(context.Background(), st)
+	_, _ = r.act(context.Background(), st)
 	for _, spec := range exec.specs {
 		g.Expect(spec.Env).NotTo(HaveKeyWithValue("KUBECONFIG", "/controller/kubeconfig"), "the rollback acts as the controller")
 	}

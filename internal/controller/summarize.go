@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -52,11 +53,13 @@ type summary struct {
 	atInterval bool
 }
 
-// summarize computes Ready from the outcome of the steps, patches status once,
-// and logs each failed reconcile once (the error never reaches controller-runtime,
-// which would log it, because typed errors choose the requeue themselves).
+// summarize turns what the steps found and the reconcile's error into
+// Ready, Reconciling and Stalled, patches status once, and logs each failed
+// reconcile once (the error never reaches controller-runtime, which would log
+// it, because typed errors choose the requeue themselves).
 func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, recErr error) (ctrl.Result, error) {
 	stack := st.stack
+	st.writeFindings()
 	s := summarizeStatus(stack, recErr, st.requeueAfter, func(m string) string { return scrubMsg(st, m) })
 	s.result = jitteredResult(s, r.IntervalJitter)
 	if s.kind == outcomeFinalized {
@@ -86,7 +89,8 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 
 // summarizeStatus sets Ready, Reconciling and Stalled, observedGeneration and
 // lastHandledReconcileAt from the outcome of the steps (recErr, and the requeue
-// a step asked for), and says when to reconcile next. It leaves
+// a step asked for), and says when to reconcile next. Without an error, Ready
+// stays what the steps found (writeFindings, before it). It leaves
 // OutputsPublished to the outputs steps. Pure, so that it is table-tested.
 func summarizeStatus(stack *v1alpha1.Stack, recErr error, requeueAfter time.Duration, scrub func(string) string) summary {
 	if !stack.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(stack, v1alpha1.StackFinalizer) {
@@ -193,4 +197,130 @@ func boundMessage(s string, n int) string {
 		return s
 	}
 	return cutUTF8(s, n-len("…")) + "…"
+}
+
+// A finding is what a step found out about the Stack's readiness. Steps
+// record findings (found) and never set Ready, Reconciling or Stalled
+// themselves: this file alone turns findings and errors into those
+// conditions, when a status patch goes out during the reconcile (patchStart)
+// and at its end (summarize). Findings are written in the order they were
+// found, each with the time it was found, so the conditions are the same as
+// if each step had set them when it found them; what reads Ready during the
+// reconcile reads it through readyOf.
+type finding struct {
+	kind findingKind
+	// message is Ready's; progress is Reconciling's, for the kinds that
+	// set it (foundRunning, foundInterrupted).
+	message, progress string
+	at                time.Time
+}
+
+type findingKind int
+
+const (
+	// foundApplied: the revision resolved now is applied (an up or a
+	// remediate succeeded, a skip, or nothing to do). Ready True.
+	foundApplied findingKind = iota + 1
+	// foundPreviewOnly: the plan of a PreviewOnly Stack is made, all it is
+	// asked to do. Ready True, so that tools that wait for Ready (kstatus, a
+	// Kustomization's wait) do not wait for ever.
+	foundPreviewOnly
+	// foundAwaitingApproval: a plan waits for a person. Ready False.
+	foundAwaitingApproval
+	// foundInterrupted: an operation a dead controller left unfinished was
+	// recovered (counted as a failure). Ready False, Reconciling.
+	foundInterrupted
+	// foundRunning: an operation starts. Ready Unknown, Reconciling.
+	foundRunning
+)
+
+// found records f, found now.
+func (st *reconcileState) found(f finding) {
+	f.at = time.Now()
+	st.findings = append(st.findings, f)
+}
+
+// readyOf is the Ready condition a finding stands for.
+func readyOf(f finding) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ReadyCondition, Message: f.message}
+	switch f.kind {
+	case foundApplied:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.SucceededReason
+	case foundPreviewOnly:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.PreviewOnlyReason
+	case foundAwaitingApproval:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.AwaitingApprovalReason
+	case foundInterrupted:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.InterruptedReason
+	case foundRunning:
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ProgressingReason
+	}
+	return c
+}
+
+// reconcilingOf is the Reconciling condition a finding stands for, if any.
+func reconcilingOf(f finding) (metav1.Condition, bool) {
+	c := metav1.Condition{Type: v1alpha1.ReconcilingCondition, Status: metav1.ConditionTrue, Message: f.progress}
+	switch f.kind {
+	case foundInterrupted:
+		c.Reason = v1alpha1.InterruptedReason
+	case foundRunning:
+		c.Reason = v1alpha1.ProgressingReason
+	default:
+		return metav1.Condition{}, false
+	}
+	return c, true
+}
+
+// currentReady is Ready as the steps of this reconcile left it so far: the
+// newest finding not yet written, else the Stack's condition (nil if none).
+func (st *reconcileState) currentReady() *metav1.Condition {
+	if n := len(st.findings); n > 0 {
+		c := readyOf(st.findings[n-1])
+		return &c
+	}
+	return conditions.Get(st.stack, v1alpha1.ReadyCondition)
+}
+
+// writeFindings writes the findings not yet written into the Stack's
+// conditions, in the order they were found.
+func (st *reconcileState) writeFindings() {
+	for _, f := range st.findings {
+		if c, ok := reconcilingOf(f); ok {
+			conditions.Delete(st.stack, v1alpha1.StalledCondition) // as conditions.MarkReconciling does
+			setAt(st.stack, c, f.at)
+		}
+		setAt(st.stack, readyOf(f), f.at)
+	}
+	st.findings = nil
+}
+
+// setAt sets c as conditions.Set does, with at, when it was found, as its
+// transition time when it is one.
+func setAt(stack *v1alpha1.Stack, c metav1.Condition, at time.Time) {
+	prev := conditions.Get(stack, c.Type)
+	conditions.Set(stack, &c)
+	if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason && prev.Message == c.Message {
+		return // no transition: its time stays
+	}
+	for i := range stack.Status.Conditions {
+		if stack.Status.Conditions[i].Type == c.Type {
+			stack.Status.Conditions[i].LastTransitionTime = metav1.NewTime(at.UTC().Truncate(time.Second))
+		}
+	}
+}
+
+// patchStart writes the start of an operation to the API server before the
+// operation runs, so that a crash leaves a trace, with the findings so far.
+// start, when set, is what Ready and Reconciling say while it runs; a drift
+// check passes none: it applies nothing, and Ready is about the last apply.
+// The conditions are ours: they win over what the API server holds (its
+// Ready may be newer than the patch's base, see freshReads, or an up may
+// have just found it in this reconcile).
+func (st *reconcileState) patchStart(ctx context.Context, start *finding) error {
+	if start != nil {
+		st.found(*start)
+	}
+	st.writeFindings()
+	return st.patcher.Patch(ctx, st.stack, patch.WithOwnedConditions{Conditions: ownedConditions})
 }

@@ -156,3 +156,34 @@ func TestSummarizeScrubsAndBounds(t *testing.T) {
 	g.Expect(strings.ToValidUTF8(msg, "?")).To(Equal(msg), "cut on a character boundary")
 	g.Expect(s.message).To(Equal(msg))
 }
+
+// TestFindingsAsIfSetWhenFound: findings are written in the order they were
+// found, each transition dated when it was found; until then readers see the
+// newest through currentReady.
+func TestFindingsAsIfSetWhenFound(t *testing.T) {
+	g := NewWithT(t)
+	stack := &v1alpha1.Stack{}
+	conditions.MarkStalled(stack, v1alpha1.StackClaimedReason, "claimed")
+	st := &reconcileState{stack: stack}
+	st.found(finding{kind: foundInterrupted, progress: "Recovering", message: "up u-1 was interrupted"})
+	g.Expect(st.currentReady().Reason).To(Equal(v1alpha1.InterruptedReason))
+	g.Expect(conditions.Get(stack, v1alpha1.ReadyCondition)).To(BeNil(), "not written yet")
+	st.found(finding{kind: foundApplied, message: "Applied revision main@sha1:a"})
+	found := st.findings[1].at
+	time.Sleep(1100 * time.Millisecond)
+	st.writeFindings()
+
+	g.Expect(st.findings).To(BeEmpty())
+	ready := conditions.Get(stack, v1alpha1.ReadyCondition)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(ready.Reason).To(Equal(v1alpha1.SucceededReason))
+	g.Expect(ready.LastTransitionTime.Time).To(Equal(found.UTC().Truncate(time.Second)), "dated when found")
+	g.Expect(conditions.GetReason(stack, v1alpha1.ReconcilingCondition)).To(Equal(v1alpha1.InterruptedReason), "the first finding's")
+	g.Expect(conditions.Get(stack, v1alpha1.StalledCondition)).To(BeNil(), "as MarkReconciling does")
+	g.Expect(st.currentReady().Reason).To(Equal(v1alpha1.SucceededReason))
+
+	// Written again, the same: no new transition.
+	st.found(finding{kind: foundApplied, message: "Applied revision main@sha1:a"})
+	st.writeFindings()
+	g.Expect(conditions.Get(stack, v1alpha1.ReadyCondition).LastTransitionTime.Time).To(Equal(found.UTC().Truncate(time.Second)))
+}
