@@ -39,13 +39,17 @@ func rollbackInput(stack *v1alpha1.Stack, st *reconcileState, in *decideInput) {
 		}
 		if in.LastAttemptType == "" {
 			in.LastAttemptType, in.LastAttemptOutcome = h.Type, h.Outcome
+			if cutShort(h) {
+				// Cancelled by a shutdown is interrupted, as after a crash.
+				in.LastAttemptOutcome = v1alpha1.OutcomeInterrupted
+			}
 			if h.Type == v1alpha1.OperationUp && !rollbackFor(h.Reason) {
 				// Nothing of the change was applied (the backend or its
 				// lock refused the up): retried with backoff, not rolled back.
 				in.LastAttemptOutcome = ""
 			}
 		}
-		if h.Type != v1alpha1.OperationRollback || h.Outcome != v1alpha1.OutcomeInterrupted {
+		if h.Type != v1alpha1.OperationRollback || !cutShort(h) {
 			break
 		}
 		in.InterruptedRollbacks++
@@ -104,10 +108,11 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 		revision: stack.Status.LastAttemptedRevision, programDigest: st.programDigest, inputsDigest: st.inputs.Digest,
 		failures: stack.Status.Failures, artifact: stack.Status.LastAttemptedArtifact,
 	}
-	if prev := stack.Status.Rollback; prev != nil && rerunningRollback(stack) {
-		// An interrupted rollback runs again. While it ran, the attempted
-		// revision was the restored one (and its failures were counted
-		// afresh); the failed change is in status.rollback.
+	if prev := stack.Status.Rollback; prev != nil && rerunningRollback(stack) && !attemptedIs(stack, prev) {
+		// An interrupted rollback runs again. When a crash cut it short, the
+		// attempted revision is the restored one (and its failures were
+		// counted afresh); the failed change is in status.rollback. (A
+		// shutdown's cancel put the failed change back itself.)
 		failed.revision = prev.FailedRevision
 		failed.failures = max(stack.Status.Failures-1, stack.RollbackAfter())
 		failed.artifact = nil
@@ -157,6 +162,13 @@ func (r *StackReconciler) rollback(ctx context.Context, st *reconcileState) erro
 		return opErr // did not start (shutting down, or its start could not be recorded)
 	}
 	rb.At = metav1.Now()
+	var down *ShutdownError
+	if errors.As(opErr, &down) {
+		// Not a failed rollback: the controller cut it short, and the next
+		// one runs it again (once: decideRollback).
+		rb.Outcome = v1alpha1.OutcomeInterrupted
+		return opErr
+	}
 	if opErr != nil {
 		rb.Outcome = v1alpha1.OutcomeFailed
 		st.requeueAfter = 0 // held, not retried
@@ -194,9 +206,23 @@ func rerunningRollback(stack *v1alpha1.Stack) bool {
 		if h.FinishedAt == nil || h.Type == v1alpha1.OperationDriftCheck || h.Outcome == v1alpha1.OutcomeSkipped {
 			continue
 		}
-		return h.Type == v1alpha1.OperationRollback && h.Outcome == v1alpha1.OutcomeInterrupted
+		return h.Type == v1alpha1.OperationRollback && cutShort(h)
 	}
 	return false
+}
+
+// cutShort is true for an operation the controller ended, not the program:
+// found unfinished after a crash, or cancelled by a shutdown.
+func cutShort(h v1alpha1.OperationRecord) bool {
+	return h.Outcome == v1alpha1.OutcomeInterrupted ||
+		(h.Outcome == v1alpha1.OutcomeCancelled && h.Reason == v1alpha1.InterruptedReason)
+}
+
+// attemptedIs is true when the attempted change is the one rb rolls back.
+func attemptedIs(stack *v1alpha1.Stack, rb *v1alpha1.RollbackStatus) bool {
+	s := stack.Status
+	return s.LastAttemptedRevision == rb.FailedRevision &&
+		s.LastAttemptedProgramDigest == rb.FailedProgramDigest && s.LastAttemptedInputsDigest == rb.FailedInputsDigest
 }
 
 // restoredInputs are the inputs the last applied revision was applied with:

@@ -247,6 +247,47 @@ func TestInterruptedRollbackRunsAgainOnce(t *testing.T) {
 	g.Expect(exec.specs).To(HaveLen(1))
 }
 
+// TestRollbackCancelledByShutdownRunsAgain: a rollback the controller's
+// shutdown cancelled (recorded cancelled/Interrupted, the failed change put
+// back as attempted, its failures not counted) runs again once, like one a
+// crash cut short, and keeps the failed change's revision and count.
+func TestRollbackCancelledByShutdownRunsAgain(t *testing.T) {
+	g := NewWithT(t)
+	r, st, exec := rollbackFixture(t, runner.OutcomeSucceeded, true)
+	s := &st.stack.Status
+	at := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
+	cancelled := v1alpha1.OperationRecord{ID: "rollback-1", Type: v1alpha1.OperationRollback, Revision: "main@sha1:a",
+		StartedAt: at, FinishedAt: &at, Outcome: v1alpha1.OutcomeCancelled, Reason: v1alpha1.InterruptedReason}
+	s.History = append([]v1alpha1.OperationRecord{cancelled}, s.History...)
+	s.Rollback = &v1alpha1.RollbackStatus{FailedRevision: "main@sha1:b", FailedProgramDigest: "sha256:p2", FailedInputsDigest: "hmac-sha256:d2",
+		RestoredRevision: "main@sha1:a", RestoredInputsDigest: "hmac-sha256:d1", At: at, Outcome: v1alpha1.OutcomeInterrupted}
+	s.Failures = 2 // the fixture's change, attempted: b, failed twice
+
+	st.decision = decideNow(st)
+	g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
+	_, err := r.rollbackIfDue(context.Background(), st)
+	var stall *StallingError
+	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
+	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
+	g.Expect(exec.specs).To(HaveLen(1))
+	g.Expect(s.Rollback.FailedRevision).To(Equal("main@sha1:b"))
+	g.Expect(s.LastAttemptedRevision).To(Equal("main@sha1:b"))
+	g.Expect(s.LastAttemptedArtifact.Digest).To(Equal("sha256:bbbb"), "the failed change's artifact is kept")
+	g.Expect(s.Failures).To(Equal(int64(2)), "the failed change's count, not one less")
+
+	// Cut short twice in a row: held as failed, not run a third time.
+	second := cancelled
+	second.ID = "rollback-2"
+	s.History = append([]v1alpha1.OperationRecord{second, cancelled}, s.History[1:]...)
+	s.Rollback.Outcome = v1alpha1.OutcomeInterrupted
+	st.decision = decideNow(st)
+	g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
+	_, err = r.rollbackIfDue(context.Background(), st)
+	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
+	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
+	g.Expect(exec.specs).To(HaveLen(1))
+}
+
 // TestRollbackUsesTodaysIdentity: the last good apply acted as the
 // controller (no ServiceAccount); an admin has since set
 // --default-service-account. The rollback resolves its identity by today's

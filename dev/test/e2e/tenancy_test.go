@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -281,6 +282,13 @@ func (w *envWatcher) scan(root int) {
 	if err != nil {
 		return
 	}
+	// A child between fork and exec still shows the controller's own command
+	// line and environment (its KUBECONFIG): it is not yet the runner, so it
+	// is left out, as is anything else with the controller's command line.
+	own, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(root), "cmdline"))
+	if err != nil {
+		return
+	}
 	parents := map[int]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -304,7 +312,7 @@ func (w *envWatcher) scan(root int) {
 		}
 		cmdline, err1 := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		environ, err2 := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
-		if err1 != nil || err2 != nil || len(cmdline) == 0 {
+		if err1 != nil || err2 != nil || len(cmdline) == 0 || bytes.Equal(cmdline, own) {
 			continue
 		}
 		name := strconv.Itoa(pid) + " " + strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " ") + " "
