@@ -27,9 +27,9 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
-	"github.com/stackpilot/stackpilot/internal/controller"
 	"github.com/stackpilot/stackpilot/internal/controllers/alert"
 	"github.com/stackpilot/stackpilot/internal/controllers/receiver"
+	"github.com/stackpilot/stackpilot/internal/controllers/stack"
 	"github.com/stackpilot/stackpilot/internal/executor"
 	"github.com/stackpilot/stackpilot/internal/inputs"
 	"github.com/stackpilot/stackpilot/internal/jitter"
@@ -175,7 +175,7 @@ func run() error {
 		return err
 	}
 
-	r, err := controller.NewStackReconciler(mgr, controller.Config{
+	r, err := stack.NewStackReconciler(mgr, stack.Config{
 		DataDir:                 dataDir,
 		DefaultBackend:          f.defaultBackend,
 		DefaultPassphraseSecret: f.defaultPassphraseSecret,
@@ -205,7 +205,7 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, stack.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
 		return err
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
@@ -233,7 +233,7 @@ func run() error {
 // shutdown: the runners' cancel grace, then the final status patch of each
 // cancelled operation, then a margin for the runner to write its result.
 func managerShutdownTimeout(cancelGrace time.Duration) time.Duration {
-	return cancelGrace + controller.FinalPatchTimeout + 5*time.Second
+	return cancelGrace + stack.FinalPatchTimeout + 5*time.Second
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/atomicfile"
 	"github.com/stackpilot/stackpilot/internal/runner"
 	"github.com/stackpilot/stackpilot/internal/serror"
 )
@@ -80,26 +81,10 @@ func (r *Snapshots) Write(ctx context.Context, uid types.UID, in *Inputs) error 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*") // 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(sealed); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
 	// The previous inputs stay until the status records this up
 	// (Prune): should the controller die before, the up runs again,
 	// and if it fails then, its rollback needs them.
-	return os.Rename(tmp.Name(), filepath.Join(dir, snapshotFile(in.Digest)))
+	return atomicfile.Write(filepath.Join(dir, snapshotFile(in.Digest)), sealed, 0o600)
 }
 
 // Prune removes every kept inputs file of a Stack but the one of

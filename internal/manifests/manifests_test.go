@@ -107,7 +107,7 @@ func TestObjectsNamespaceAndImage(t *testing.T) {
 
 // TestInputsDigestDescription: the CRD users install describes
 // status.inputsDigest as what the controller writes, a keyed HMAC
-// (internal/controller's digestPrefix), not a plain hash anyone could
+// (internal/inputs' digestPrefix), not a plain hash anyone could
 // recompute.
 func TestInputsDigestDescription(t *testing.T) {
 	objs, err := Objects(Options{})

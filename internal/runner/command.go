@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stackpilot/stackpilot/internal/atomicfile"
 )
 
 // parentPollInterval is how often the runner checks that its parent is alive.
@@ -239,5 +241,5 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data, 0o600)
+	return atomicfile.Write(path, data, 0o600)
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/stackpilot/stackpilot/internal/atomicfile"
 )
 
 // ConfigError says that the operation's config cannot be used as given: the
@@ -237,7 +239,7 @@ func writeStackDoc(path string, doc map[string]any) error {
 	}
 	// Replace, never write through: the work dir's files may be hard links
 	// into the artifact cache.
-	return writeFileAtomic(path, out, 0o600)
+	return atomicfile.Write(path, out, 0o600)
 }
 
 // applyConfig writes the whole config of the operation into the stack file.

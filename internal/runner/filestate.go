@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/stackpilot/stackpilot/internal/atomicfile"
 )
 
 // fileStack is where a stack of a file:// backend keeps its state, read and
@@ -185,37 +187,5 @@ func (s fileStack) setTag(name, value string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(s.tagsPath(), data, 0o644)
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so that a reader never sees half a file, even when the
-// runner is killed mid-write. It never writes through an existing file: the
-// work dir's files may be hard links into the artifact cache.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(mode); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(s.tagsPath(), data, 0o644)
 }

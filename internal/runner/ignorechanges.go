@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/stackpilot/stackpilot/internal/atomicfile"
 )
 
 // applyIgnoreChanges makes an up or preview leave the property paths of
@@ -222,7 +224,7 @@ func (p *yamlProgram) write() error {
 	if err := enc.Close(); err != nil {
 		return err
 	}
-	return writeFileAtomic(p.path, buf.Bytes(), p.mode)
+	return atomicfile.Write(p.path, buf.Bytes(), p.mode)
 }
 
 // addIgnoreChanges merges paths into the resource's options.ignoreChanges. It

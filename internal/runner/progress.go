@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/stackpilot/stackpilot/internal/atomicfile"
 )
 
 // progressInterval bounds how often the progress file is replaced: the
@@ -99,7 +101,7 @@ func (p *progressReporter) write() {
 		return
 	}
 	// Progress is best effort: a failed write must not fail the operation.
-	if writeFileAtomic(p.path, b, 0o600) == nil {
+	if atomicfile.Write(p.path, b, 0o600) == nil {
 		p.last = &cc
 	}
 }

@@ -1,0 +1,36 @@
+package stack
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/runner"
+)
+
+// staleLock asks the runner to clear the lock our previous operation may have
+// left (interrupted, or killed at its timeout), described precisely enough for
+// the runner to prove that lock dead: the host it ran on and when it started.
+// When that host is not this one, it is gone only if no Pod of that name is
+// left in the controller's namespace (a controller Pod's host name is its
+// name); outside a Pod (no POD_NAMESPACE) nothing can prove it, and the runner
+// keeps the lock and says how to clear it by hand.
+func (r *StackReconciler) staleLock(ctx context.Context, stack *v1alpha1.Stack) *runner.StaleLock {
+	h := staleLockOwner(stack)
+	if h == nil || h.Host == "" {
+		return nil // no dead operation, or one recorded before hosts were
+	}
+	req := &runner.StaleLock{Host: h.Host, NotBefore: staleLockSince(stack, h).Time}
+	if h.Host != r.Host && r.PodNamespace != "" {
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: h.Host}, &corev1.Pod{})
+		req.HostGone = apierrors.IsNotFound(err)
+		if err != nil && !req.HostGone {
+			log.FromContext(ctx).Info("cannot tell whether the interrupted operation's Pod is gone; its lock stays", "pod", h.Host, "error", err.Error())
+		}
+	}
+	return req
+}
