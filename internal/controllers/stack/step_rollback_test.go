@@ -202,90 +202,72 @@ func TestRollbackRefusedWithoutTheInputs(t *testing.T) {
 	g.Expect(exec.specs).To(HaveLen(1))
 }
 
-// TestInterruptedRollbackRunsAgainOnce: a rollback a dead controller left
-// unfinished runs again (the failed change taken from status.rollback, since
-// the attempted revision was the restored one while it ran); a second
-// interruption in a row is held.
-func TestInterruptedRollbackRunsAgainOnce(t *testing.T) {
-	g := NewWithT(t)
-	r, st, exec := rollbackFixture(t, runner.OutcomeSucceeded, true)
-	s := &st.stack.Status
-	at := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
-	interrupted := v1alpha1.OperationRecord{ID: "rollback-1", Type: v1alpha1.OperationRollback, Revision: "main@sha1:a",
-		StartedAt: at, FinishedAt: &at, Outcome: v1alpha1.OutcomeInterrupted, Reason: v1alpha1.InterruptedReason}
-	s.History = append([]v1alpha1.OperationRecord{interrupted}, s.History...)
-	s.Rollback = &v1alpha1.RollbackStatus{FailedRevision: "main@sha1:b", FailedProgramDigest: "sha256:p2", FailedInputsDigest: "hmac-sha256:d2",
-		RestoredRevision: "main@sha1:a", RestoredInputsDigest: "hmac-sha256:d1", At: at, Outcome: v1alpha1.OutcomeRunning}
-	// As the interrupted rollback left them, and recoverInterrupted counted it.
-	s.LastAttemptedRevision, s.LastAttemptedProgramDigest, s.LastAttemptedInputsDigest = "main@sha1:a", "sha256:p1", "hmac-sha256:d1"
-	s.Failures = 1
+// TestCutShortRollbackRunsAgainOnce: a rollback the controller cut short
+// runs again once, keeping the failed change's revision and failure count,
+// and a second cut in a row is held as failed. Two ways to be cut short:
+//   - crash: a dead controller left it unfinished (recoverInterrupted
+//     recorded it interrupted); while it ran the attempted revision was the
+//     restored one, so the failed change comes from status.rollback;
+//   - shutdown: the controller's shutdown cancelled it (recorded cancelled
+//     with reason Interrupted, status.rollback interrupted); the failed
+//     change was put back as the attempted one, its failures not counted.
+func TestCutShortRollbackRunsAgainOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		outcome      v1alpha1.OperationOutcome // of the cut-short record
+		rollback     v1alpha1.OperationOutcome // status.rollback's, after the cut
+		restoredRan  bool                      // the attempted revision is the restored one
+		failures     int64
+		wantArtifact string // the attempted artifact after the rerun; "" = not checked
+	}{
+		{name: "crash", outcome: v1alpha1.OutcomeInterrupted, rollback: v1alpha1.OutcomeRunning, restoredRan: true, failures: 1},
+		{name: "shutdown", outcome: v1alpha1.OutcomeCancelled, rollback: v1alpha1.OutcomeInterrupted, failures: 2, wantArtifact: "sha256:bbbb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			r, st, exec := rollbackFixture(t, runner.OutcomeSucceeded, true)
+			s := &st.stack.Status
+			at := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
+			cut := v1alpha1.OperationRecord{ID: "rollback-1", Type: v1alpha1.OperationRollback, Revision: "main@sha1:a",
+				StartedAt: at, FinishedAt: &at, Outcome: tc.outcome, Reason: v1alpha1.InterruptedReason}
+			s.History = append([]v1alpha1.OperationRecord{cut}, s.History...)
+			s.Rollback = &v1alpha1.RollbackStatus{FailedRevision: "main@sha1:b", FailedProgramDigest: "sha256:p2", FailedInputsDigest: "hmac-sha256:d2",
+				RestoredRevision: "main@sha1:a", RestoredInputsDigest: "hmac-sha256:d1", At: at, Outcome: tc.rollback}
+			if tc.restoredRan {
+				s.LastAttemptedRevision, s.LastAttemptedProgramDigest, s.LastAttemptedInputsDigest = "main@sha1:a", "sha256:p1", "hmac-sha256:d1"
+			}
+			s.Failures = tc.failures
 
-	st.decision = decideNow(st)
-	g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
-	_, err := r.act(context.Background(), st)
-	var stall *StallingError
-	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
-	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
-	g.Expect(exec.specs).To(HaveLen(1))
-	g.Expect(s.Rollback.FailedRevision).To(Equal("main@sha1:b"))
-	g.Expect(s.LastAttemptedRevision).To(Equal("main@sha1:b"))
-	g.Expect(s.LastAttemptedProgramDigest).To(Equal("sha256:p2"))
-	g.Expect(s.Failures).To(Equal(int64(1)))
-	g.Expect(decideNow(st).Action).To(Equal(ActionRolledBack))
+			st.decision = decideNow(st)
+			g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
+			_, err := r.act(context.Background(), st)
+			var stall *StallingError
+			g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
+			g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
+			g.Expect(exec.specs).To(HaveLen(1))
+			g.Expect(s.Rollback.FailedRevision).To(Equal("main@sha1:b"))
+			g.Expect(s.LastAttemptedRevision).To(Equal("main@sha1:b"))
+			g.Expect(s.LastAttemptedProgramDigest).To(Equal("sha256:p2"))
+			g.Expect(s.Failures).To(Equal(tc.failures), "the failed change's count")
+			if tc.wantArtifact != "" {
+				g.Expect(s.LastAttemptedArtifact.Digest).To(Equal(tc.wantArtifact), "the failed change's artifact is kept")
+			}
+			g.Expect(decideNow(st).Action).To(Equal(ActionRolledBack))
 
-	// Interrupted twice in a row: held, and reported as such.
-	second := interrupted
-	second.ID = "rollback-2"
-	s.History = append([]v1alpha1.OperationRecord{second, interrupted}, s.History[1:]...)
-	s.Rollback.Outcome = v1alpha1.OutcomeRunning
-	st.decision = decideNow(st)
-	g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
-	_, err = r.act(context.Background(), st)
-	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
-	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
-	g.Expect(s.Rollback.Outcome).To(Equal(v1alpha1.OutcomeInterrupted))
-	g.Expect(exec.specs).To(HaveLen(1))
-}
-
-// TestRollbackCancelledByShutdownRunsAgain: a rollback the controller's
-// shutdown cancelled (recorded cancelled/Interrupted, the failed change put
-// back as attempted, its failures not counted) runs again once, like one a
-// crash cut short, and keeps the failed change's revision and count.
-func TestRollbackCancelledByShutdownRunsAgain(t *testing.T) {
-	g := NewWithT(t)
-	r, st, exec := rollbackFixture(t, runner.OutcomeSucceeded, true)
-	s := &st.stack.Status
-	at := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
-	cancelled := v1alpha1.OperationRecord{ID: "rollback-1", Type: v1alpha1.OperationRollback, Revision: "main@sha1:a",
-		StartedAt: at, FinishedAt: &at, Outcome: v1alpha1.OutcomeCancelled, Reason: v1alpha1.InterruptedReason}
-	s.History = append([]v1alpha1.OperationRecord{cancelled}, s.History...)
-	s.Rollback = &v1alpha1.RollbackStatus{FailedRevision: "main@sha1:b", FailedProgramDigest: "sha256:p2", FailedInputsDigest: "hmac-sha256:d2",
-		RestoredRevision: "main@sha1:a", RestoredInputsDigest: "hmac-sha256:d1", At: at, Outcome: v1alpha1.OutcomeInterrupted}
-	s.Failures = 2 // the fixture's change, attempted: b, failed twice
-
-	st.decision = decideNow(st)
-	g.Expect(st.decision.Action).To(Equal(ActionRollback), st.decision.Why)
-	_, err := r.act(context.Background(), st)
-	var stall *StallingError
-	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
-	g.Expect(stall.Reason).To(Equal(v1alpha1.RolledBackReason))
-	g.Expect(exec.specs).To(HaveLen(1))
-	g.Expect(s.Rollback.FailedRevision).To(Equal("main@sha1:b"))
-	g.Expect(s.LastAttemptedRevision).To(Equal("main@sha1:b"))
-	g.Expect(s.LastAttemptedArtifact.Digest).To(Equal("sha256:bbbb"), "the failed change's artifact is kept")
-	g.Expect(s.Failures).To(Equal(int64(2)), "the failed change's count, not one less")
-
-	// Cut short twice in a row: held as failed, not run a third time.
-	second := cancelled
-	second.ID = "rollback-2"
-	s.History = append([]v1alpha1.OperationRecord{second, cancelled}, s.History[1:]...)
-	s.Rollback.Outcome = v1alpha1.OutcomeInterrupted
-	st.decision = decideNow(st)
-	g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
-	_, err = r.act(context.Background(), st)
-	g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
-	g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
-	g.Expect(exec.specs).To(HaveLen(1))
+			// Cut short twice in a row: held, and reported as a failed rollback.
+			second := cut
+			second.ID = "rollback-2"
+			s.History = append([]v1alpha1.OperationRecord{second, cut}, s.History[1:]...)
+			s.Rollback.Outcome = tc.rollback
+			st.decision = decideNow(st)
+			g.Expect(st.decision.Action).To(Equal(ActionRolledBack))
+			_, err = r.act(context.Background(), st)
+			g.Expect(errors.As(err, &stall)).To(BeTrue(), "%v", err)
+			g.Expect(stall.Reason).To(Equal(v1alpha1.RollbackFailedReason))
+			g.Expect(s.Rollback.Outcome).To(Equal(v1alpha1.OutcomeInterrupted))
+			g.Expect(exec.specs).To(HaveLen(1))
+		})
+	}
 }
 
 // TestRollbackUsesTodaysIdentity: the last good apply acted as the
