@@ -101,7 +101,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	opts := &zap.Options{}
 	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
-	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what `stackpilot logs` reads) and the full plans that wait for approval (/plans/..., what `stackpilot plan` reads), each to callers who may get the Stack; 0 disables it.")
+	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what stackpilot logs reads) and the full plans that wait for approval (/plans/..., what stackpilot plan reads), each to callers who may get the Stack; 0 disables it.")
 	flag.StringVar(&f.logsCertDir, "logs-cert-dir", "", "Directory holding tls.crt and tls.key for the logs endpoint (default: a self-signed certificate made at start).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
