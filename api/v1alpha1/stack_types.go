@@ -48,6 +48,11 @@ type StackSpec struct {
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
+	// Runner says where and how operations run: the executor (Local or Job)
+	// and, for Job, the runner Pod's image, resources and template.
+	// +optional
+	Runner *RunnerSpec `json:"runner,omitempty"`
+
 	// SecretsProvider is how Pulumi encrypts the stack's secrets. When absent, the
 	// passphrase comes from the Secret named by the controller's
 	// --default-passphrase-secret flag, in the Stack's namespace.
