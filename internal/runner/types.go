@@ -117,8 +117,8 @@ type Spec struct {
 
 // StaleLock describes the operation whose lock may be left behind. A lock of a
 // DIY backend (JSON: pid, username, hostname, timestamp, written by the pulumi
-// CLI: a file of a file:// backend, a row of a postgres:// one; see
-// lockstore.go) is removed only when all of these hold:
+// CLI: a file of a file:// backend, a row of a postgres:// one, an object of
+// an s3:// bucket; see lockstore.go) is removed only when all of these hold:
 //   - its hostname is Host;
 //   - its timestamp is not before NotBefore (the lock was taken by that operation
 //     or a later one of the same host, never by an older run);
@@ -127,8 +127,9 @@ type Spec struct {
 //     reused); on another host, HostGone is set.
 //
 // The runner reads and removes those locks itself, with the backend's
-// credentials from Env. Other backends (Pulumi Cloud, s3, gs, azblob) get no
-// automatic clearing yet.
+// credentials from Env. Other backends get no automatic clearing: Pulumi
+// Cloud, whose update leases are the service's, and gs:// and azblob://,
+// whose drivers the runner does not link.
 type StaleLock struct {
 	// Host is the host name the dead operation ran on (its controller's
 	// os.Hostname(); in a Pod, the Pod name).
