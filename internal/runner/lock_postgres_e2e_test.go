@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -143,6 +144,18 @@ func TestRunPostgresStaleLockOfAGonePod(t *testing.T) {
 		g.Expect(db.keys()).To(ConsistOf(key), tc.name+": kept")
 		db.clear()
 	}
+
+	// The password in Env (PGPASSWORD) rather than in the URL: the runner
+	// connects as the CLI does.
+	e.backend = strings.Replace(e.backend, ":"+pgPassword+"@", "@", 1)
+	e.env["PGPASSWORD"] = pgPassword
+	db.write(key, pod, 4242, time.Now())
+	spec = e.spec(OpUp)
+	spec.StaleLock = gone
+	cleared = e.run(spec)
+	g.Expect(cleared.Outcome).To(Equal(OutcomeSucceeded), cleared.Message)
+	g.Expect(cleared.ClearedLocks).To(Equal(1))
+	g.Expect(db.keys()).To(BeEmpty())
 }
 
 // TestRunPostgresStaleLockOfAKilledUp: a real `pulumi up` killed mid-update
