@@ -201,10 +201,13 @@ func clearStaleLock(ctx context.Context, spec Spec, project string) (int, error)
 			kept = append(kept, describeLock(l, why))
 			continue
 		}
-		if err := store.remove(ctx, l); err != nil {
+		ok, err := store.remove(ctx, l)
+		if err != nil {
 			return removed, err
 		}
-		removed++
+		if ok {
+			removed++
+		}
 	}
 	if len(kept) > 0 {
 		return removed, &LockedError{StackName: spec.StackName, Locks: kept}

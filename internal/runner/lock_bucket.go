@@ -89,11 +89,15 @@ func (s *bucketLockStore) locks(ctx context.Context) ([]lockFile, error) {
 // remove deletes the lock's object. An object store offers no delete "only
 // while it holds this": none is needed, a lock key being a fresh UUID per CLI
 // process, whose process is dead.
-func (s *bucketLockStore) remove(ctx context.Context, l lockFile) error {
-	if err := s.bucket.Delete(ctx, l.key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return fmt.Errorf("stale lock: remove %s: %w", l.Path, err)
+func (s *bucketLockStore) remove(ctx context.Context, l lockFile) (bool, error) {
+	err := s.bucket.Delete(ctx, l.key)
+	switch {
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("stale lock: remove %s: %w", l.Path, err)
 	}
-	return nil
+	return true, nil
 }
 
 func (s *bucketLockStore) close() error {

@@ -174,12 +174,13 @@ func (s *postgresLockStore) locks(ctx context.Context) ([]lockFile, error) {
 // remove deletes the lock's row only while it holds what was judged: a lock
 // key is a fresh UUID per CLI process, so a changed row is not the dead
 // operation's.
-func (s *postgresLockStore) remove(ctx context.Context, l lockFile) error {
-	_, err := s.db.ExecContext(ctx, "DELETE FROM "+s.table+" WHERE key = $1 AND data->>'data' = $2", l.key, l.content)
+func (s *postgresLockStore) remove(ctx context.Context, l lockFile) (bool, error) {
+	res, err := s.db.ExecContext(ctx, "DELETE FROM "+s.table+" WHERE key = $1 AND data->>'data' = $2", l.key, l.content)
 	if err != nil {
-		return fmt.Errorf("stale lock: remove %s: %w", l.Path, err)
+		return false, fmt.Errorf("stale lock: remove %s: %w", l.Path, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 func (s *postgresLockStore) close() error { return s.db.Close() }

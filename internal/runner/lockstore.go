@@ -21,9 +21,10 @@ type lockStore interface {
 	// locks lists and reads the stack's locks. A blob that is not a lock the
 	// CLI wrote comes back Unreadable, never left out.
 	locks(ctx context.Context) ([]lockFile, error)
-	// remove deletes one lock that locks returned. A lock already gone is no
-	// error: its writer's own unlock may have come first.
-	remove(ctx context.Context, l lockFile) error
+	// remove deletes one lock that locks returned and says whether it did. A
+	// lock already gone, or changed, is left and no error: its writer's own
+	// unlock may have come first.
+	remove(ctx context.Context, l lockFile) (bool, error)
 	close() error
 }
 
@@ -57,11 +58,12 @@ func (s fileLockStore) locks(context.Context) ([]lockFile, error) {
 	return locks, nil
 }
 
-func (s fileLockStore) remove(_ context.Context, l lockFile) error {
-	if err := os.Remove(l.Path); err != nil && !os.IsNotExist(err) {
-		return err
+func (s fileLockStore) remove(_ context.Context, l lockFile) (bool, error) {
+	err := os.Remove(l.Path)
+	if os.IsNotExist(err) {
+		return false, nil
 	}
-	return nil
+	return err == nil, err
 }
 
 func (fileLockStore) close() error { return nil }
