@@ -84,7 +84,7 @@ func isStackLock(rel, project, stackName string) bool {
 	return dir == short || strings.HasSuffix(dir, "/"+project+"/"+short)
 }
 
-// lockFile is one lock of a file:// backend, as the pulumi CLI writes it
+// lockFile is one lock of a DIY backend, as the pulumi CLI writes it
 // (pkg/backend/diy/lock.go: pid, username, hostname, timestamp).
 type lockFile struct {
 	Path      string    `json:"-"`
@@ -95,8 +95,9 @@ type lockFile struct {
 	// Unreadable is set when the file is not a lock the CLI wrote: nothing is
 	// known about it, so it is never removed.
 	Unreadable bool `json:"-"`
-	// key and content are where a bucket holds the lock and what it held when
-	// read (the stored form): a store removes it only while it holds that.
+	// key and content are where a bucket or table holds the lock and what it
+	// held when read, in its stored form (a postgres:// store removes the row
+	// only while it still holds that).
 	key, content string
 }
 
@@ -170,12 +171,12 @@ func describeLock(l lockFile, why string) string {
 }
 
 // clearStaleLock removes the locks of a dead operation of this controller from
-// a DIY backend (file://, postgres://, s3://, gs://, azblob://: lockstore.go)
-// and says how many it removed. A lock it may not remove fails with a
+// a DIY backend (file://, postgres://, s3://: lockstore.go) and says how
+// many it removed. A lock it may not remove fails with a
 // LockedError naming it: the engine would stop on it anyway, with less to say.
 // It never runs `pulumi cancel`, which on a DIY backend deletes every lock of
-// the stack, a live update's included. Pulumi Cloud is not touched: its
-// update leases are the service's, and the engine reports them.
+// the stack, a live update's included. Other backends are not touched (see
+// openLockStore), and the engine reports their locks.
 func clearStaleLock(ctx context.Context, spec Spec, project string) (int, error) {
 	if spec.StaleLock == nil {
 		return 0, nil
