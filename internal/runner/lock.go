@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -42,26 +44,20 @@ func prepareBackend(backend string) error {
 	return os.MkdirAll(dir, 0o700)
 }
 
-// fileLocks lists the lock files of a stack in a file:// backend. The CLI keeps
-// them in <backend>/.pulumi/locks/<org>/<project>/<stack>/<lock id>.json for
-// project-scoped stacks and in .../locks/<stack>/ for legacy ones.
+// fileLocks lists the lock files of a stack in a file:// backend (see
+// isStackLock for where the CLI keeps them).
 func fileLocks(dir, project, stackName string) []string {
-	short := stackName
-	if i := strings.LastIndex(short, "/"); i >= 0 {
-		short = short[i+1:]
-	}
-	root := filepath.Join(dir, ".pulumi", "locks")
+	root := filepath.Join(dir, filepath.FromSlash(lockRoot))
 	var locks []string
 	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".json" {
+		if err != nil || d.IsDir() {
 			return nil
 		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
+		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return nil
 		}
-		rel = filepath.ToSlash(rel)
-		if rel == short || strings.HasSuffix(rel, "/"+project+"/"+short) {
+		if isStackLock(filepath.ToSlash(rel), project, stackName) {
 			locks = append(locks, path)
 		}
 		return nil
@@ -69,7 +65,26 @@ func fileLocks(dir, project, stackName string) []string {
 	return locks
 }
 
-// lockFile is one lock of a file:// backend, as the pulumi CLI writes it
+// lockRoot is the folder, or key prefix, of every lock of a DIY backend,
+// whatever stores it (pkg/backend/diy/lock.go: .pulumi/locks).
+const lockRoot = ".pulumi/locks/"
+
+// isStackLock says whether rel, a lock's slash path under lockRoot, is a lock
+// of the stack. The CLI keeps them in <org>/<project>/<stack>/<lock id>.json
+// for project-scoped stacks and in <stack>/<lock id>.json for legacy ones.
+func isStackLock(rel, project, stackName string) bool {
+	short := stackName
+	if i := strings.LastIndex(short, "/"); i >= 0 {
+		short = short[i+1:]
+	}
+	if path.Ext(rel) != ".json" {
+		return false
+	}
+	dir := path.Dir(rel)
+	return dir == short || strings.HasSuffix(dir, "/"+project+"/"+short)
+}
+
+// lockFile is one lock of a DIY backend, as the pulumi CLI writes it
 // (pkg/backend/diy/lock.go: pid, username, hostname, timestamp).
 type lockFile struct {
 	Path      string    `json:"-"`
@@ -80,13 +95,22 @@ type lockFile struct {
 	// Unreadable is set when the file is not a lock the CLI wrote: nothing is
 	// known about it, so it is never removed.
 	Unreadable bool `json:"-"`
+	// key and content are where a bucket or table holds the lock and what it
+	// held when read, in its stored form (a postgres:// store removes the row
+	// only while it still holds that).
+	key, content string
 }
 
 func readLockFile(path string) lockFile {
-	l := lockFile{Path: path}
 	data, err := os.ReadFile(path)
+	return parseLock(path, data, err)
+}
+
+// parseLock decodes the content of a lock, read from where with error err.
+func parseLock(where string, data []byte, err error) lockFile {
+	l := lockFile{Path: where}
 	if err != nil || json.Unmarshal(data, &l) != nil || l.Hostname == "" || l.Pid <= 0 || l.Timestamp.IsZero() {
-		return lockFile{Path: path, Unreadable: true}
+		return lockFile{Path: where, Unreadable: true}
 	}
 	return l
 }
@@ -146,34 +170,45 @@ func describeLock(l lockFile, why string) string {
 	return fmt.Sprintf("%s (host %s, pid %d, since %s: %s)", l.Path, l.Hostname, l.Pid, l.Timestamp.UTC().Format(time.RFC3339), why)
 }
 
-// clearStaleLock removes the locks of a dead operation of this controller from a
-// file:// backend and says how many it removed. A lock it may not remove fails
-// with a LockedError naming it: the engine would stop on it anyway, with less to
-// say. It never runs `pulumi cancel`, which on a DIY backend deletes every lock
-// of the stack, a live update's included. Other backends are not touched: their
-// locks cannot be proven dead from here, and the engine reports them.
-func clearStaleLock(spec Spec, project string) (int, error) {
-	dir, isFile := fileBackendDir(spec.Backend)
-	if !isFile || spec.StaleLock == nil {
+// clearStaleLock removes the locks of a dead operation of this controller from
+// a DIY backend (file://, postgres://, s3://: lockstore.go) and says how
+// many it removed. A lock it may not remove fails with a
+// LockedError naming it: the engine would stop on it anyway, with less to say.
+// It never runs `pulumi cancel`, which on a DIY backend deletes every lock of
+// the stack, a live update's included. Other backends are not touched (see
+// openLockStore), and the engine reports their locks.
+func clearStaleLock(ctx context.Context, spec Spec, project string) (int, error) {
+	if spec.StaleLock == nil {
 		return 0, nil
 	}
+	store, err := openLockStore(ctx, spec, project)
+	if err != nil || store == nil {
+		return 0, err
+	}
+	defer store.close()
 	self, err := os.Hostname()
 	if err != nil {
 		return 0, fmt.Errorf("host name: %w", err)
 	}
+	locks, err := store.locks(ctx)
+	if err != nil {
+		return 0, err
+	}
 	removed := 0
 	var kept []string
-	for _, path := range fileLocks(dir, project, spec.StackName) {
-		l := readLockFile(path)
+	for _, l := range locks {
 		ok, why := staleVerdict(l, *spec.StaleLock, self, procStart)
 		if !ok {
 			kept = append(kept, describeLock(l, why))
 			continue
 		}
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		ok, err := store.remove(ctx, l)
+		if err != nil {
 			return removed, err
 		}
-		removed++
+		if ok {
+			removed++
+		}
 	}
 	if len(kept) > 0 {
 		return removed, &LockedError{StackName: spec.StackName, Locks: kept}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -85,7 +86,7 @@ func TestClearStaleLockFiles(t *testing.T) {
 	older := write("older", host, deadPid(t), since.Add(-time.Hour))
 
 	spec := Spec{Backend: "file://" + root, StackName: "dev", StaleLock: &StaleLock{Host: host, NotBefore: since}}
-	n, err := clearStaleLock(spec, "web")
+	n, err := clearStaleLock(context.Background(), spec, "web")
 	g.Expect(n).To(Equal(1))
 	g.Expect(oursDead).NotTo(BeAnExistingFile())
 	for _, p := range []string{oursAlive, foreign, older} {
@@ -98,9 +99,9 @@ func TestClearStaleLockFiles(t *testing.T) {
 	g.Expect(err.Error()).To(ContainSubstring("pulumi cancel --stack dev"))
 
 	// Without a request, or on another backend, nothing is touched.
-	n, err = clearStaleLock(Spec{Backend: "file://" + root, StackName: "dev"}, "web")
+	n, err = clearStaleLock(context.Background(), Spec{Backend: "file://" + root, StackName: "dev"}, "web")
 	g.Expect(n, err).To(Equal(0))
-	n, err = clearStaleLock(Spec{Backend: "s3://bucket", StackName: "dev", StaleLock: spec.StaleLock}, "web")
+	n, err = clearStaleLock(context.Background(), Spec{Backend: "https://api.pulumi.com", StackName: "dev", StaleLock: spec.StaleLock}, "web")
 	g.Expect(n, err).To(Equal(0))
 	g.Expect(filepath.Glob(filepath.Join(dir, "*.json"))).To(HaveLen(3))
 }

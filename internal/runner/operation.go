@@ -84,7 +84,7 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err := o.applyConfig(ctx, config); err != nil {
 		return stepErr(phaseConfig, err)
 	}
-	n, err := clearStaleLock(spec, project)
+	n, err := clearStaleLock(ctx, spec, project)
 	res.ClearedLocks = n
 	if err != nil {
 		return stepErr(phaseLock, err)

@@ -115,9 +115,10 @@ type Spec struct {
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
-// StaleLock describes the operation whose lock may be left behind. A lock file
-// of a file:// backend (JSON: pid, username, hostname, timestamp, written by the
-// pulumi CLI) is removed only when all of these hold:
+// StaleLock describes the operation whose lock may be left behind. A lock of a
+// DIY backend (JSON: pid, username, hostname, timestamp, written by the pulumi
+// CLI: a file of a file:// backend, a row of a postgres:// one, an object of
+// an s3:// bucket; see lockstore.go) is removed only when all of these hold:
 //   - its hostname is Host;
 //   - its timestamp is not before NotBefore (the lock was taken by that operation
 //     or a later one of the same host, never by an older run);
@@ -125,8 +126,10 @@ type Spec struct {
 //     running, or runs but started after the lock was written (the pid was
 //     reused); on another host, HostGone is set.
 //
-// Other backends (Pulumi Cloud, s3, postgres...) get no automatic clearing: their
-// locks carry nothing to prove the writer dead.
+// The runner reads and removes those locks itself, with the backend's
+// credentials from Env. Other backends get no automatic clearing: Pulumi
+// Cloud, whose update leases are the service's, and gs:// and azblob://,
+// whose drivers the runner does not link.
 type StaleLock struct {
 	// Host is the host name the dead operation ran on (its controller's
 	// os.Hostname(); in a Pod, the Pod name).
