@@ -27,6 +27,8 @@
 //	PUT  /v1/operations/{id}/plan      a preview's saved plan (OpPreview with a Plan only)
 //	PUT  /v1/operations/{id}/result    the runner.Result, once
 //
+// Why each goes that way:
+//
 //   - The spec travels over the channel, not in the Pod spec or the Secret,
 //     because it holds secret values (Spec.Env, secret config): they exist
 //     only in the controller's memory, on the wire under TLS, and in the

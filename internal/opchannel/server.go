@@ -111,17 +111,19 @@ func (s *Server) add(op Operation, hash [sha256.Size]byte, adopted bool) error {
 		return err
 	}
 	reg := &registration{op: op, hash: hash, results: make(chan runner.Result, 1)}
+	// The log is prepared under the lock, after the check: a second Register
+	// of a running operation must not truncate its log.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.ops[op.ID]; ok {
+		return fmt.Errorf("opchannel: operation %s is already registered", op.ID)
+	}
 	if op.LogFile != "" {
 		size, err := prepareLog(op.LogFile, adopted)
 		if err != nil {
 			return fmt.Errorf("opchannel: operation %s: engine log: %w", op.ID, err)
 		}
 		reg.logSize = size
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.ops[op.ID]; ok {
-		return fmt.Errorf("opchannel: operation %s is already registered", op.ID)
 	}
 	s.ops[op.ID] = reg
 	return nil
