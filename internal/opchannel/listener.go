@@ -22,6 +22,13 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// A Listener is added to the manager, and runs on every replica.
+var (
+	_ manager.Runnable               = (*Listener)(nil)
+	_ manager.LeaderElectionRunnable = (*Listener)(nil)
 )
 
 // Listener serves a Handler over HTTPS. It is a controller-runtime Runnable

@@ -1,11 +1,15 @@
 package opchannel
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
@@ -168,5 +172,51 @@ func TestSpecSentLeavesControllerPathsOut(t *testing.T) {
 	}
 	if ps.Digest != digest || ps.Spec.WorkDir != "prog" || ps.Spec.Plan != planMarker || ps.Spec.ID != op.ID {
 		t.Errorf("spec sent: %+v", ps)
+	}
+}
+
+// The artifact is the same stream every time, and unpacks to the registered
+// digest: exec bits, symbolic links and nested folders survive, .git does
+// not travel.
+func TestArtifactRoundTrip(t *testing.T) {
+	c := newChannel(t, nil)
+	tree, _ := makeTree(t, map[string]string{"Pulumi.yaml": "name: a\nruntime: yaml\n", "lib/deep/x.txt": "x", "bin/tool": "#!/bin/sh\n"})
+	if err := os.Chmod(filepath.Join(tree, "bin/tool"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("lib/deep", filepath.Join(tree, "deep")); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := artifact.Digest(context.Background(), tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(tree, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, ".git", "config"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	op := newOp(t, "op-tree", tree, digest, runner.Spec{})
+	cred, err := c.srv.Register(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, first := c.call(http.MethodGet, op.ID, "artifact", cred, nil)
+	if code != http.StatusOK {
+		t.Fatalf("artifact: %d", code)
+	}
+	if _, again := c.call(http.MethodGet, op.ID, "artifact", cred, nil); again != first {
+		t.Errorf("two streams of the same tree differ")
+	}
+	dst := filepath.Join(t.TempDir(), "tree")
+	if err := artifact.Untar(strings.NewReader(first), dst, artifact.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := artifact.Digest(context.Background(), dst); err != nil || got != digest {
+		t.Errorf("unpacked digest %s, %v; want %s", got, err, digest)
+	}
+	if _, err := os.Stat(filepath.Join(dst, ".git")); !os.IsNotExist(err) {
+		t.Errorf(".git travelled: %v", err)
 	}
 }
