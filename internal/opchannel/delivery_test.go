@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/stackpilot/stackpilot/internal/runner"
@@ -133,5 +135,40 @@ func TestPodEnvMovesUnwritableDirs(t *testing.T) {
 	}
 	if got := os.Getenv("TMPDIR"); got != tmp {
 		t.Errorf("TMPDIR = %q, want %q (writable, kept)", got, tmp)
+	}
+}
+
+// SIGTERM (the Pod deleted) stops the operation, not the delivery: a Pod
+// told to stop while it fetches delivers a cancelled result.
+func TestSIGTERMCancelsButDelivers(t *testing.T) {
+	fetching := make(chan struct{})
+	var once sync.Once
+	c := newChannel(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/spec") {
+				once.Do(func() { close(fetching) })
+				<-r.Context().Done() // a controller that does not answer in time
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	tree, digest := makeTree(t, map[string]string{"Pulumi.yaml": "name: a\nruntime: yaml\n"})
+	op := newOp(t, "op-sigterm", tree, digest, runner.Spec{})
+	cred, err := c.srv.Register(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- RunPod(context.Background(), c.podOptions(op.ID, cred)) }()
+	<-fetching // RunPod has its SIGTERM handler by now
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("RunPod: %v", err)
+	}
+	if res := c.result(op.ID); res.Outcome != runner.OutcomeCancelled || res.ID != op.ID {
+		t.Errorf("want a cancelled result; got %+v", res)
 	}
 }

@@ -62,6 +62,25 @@
 // about whether another operation exists. Nothing here logs a credential or a
 // value of Spec.Env.
 //
+// # Wiring, for the Job executor
+//
+//	srv := opchannel.NewServer()
+//	l, caPEM, err := opchannel.Listen(addr, endpoint, certDir)
+//	l.Handler = srv.Handler()
+//	mgr.Add(l)
+//	cred, err := srv.Register(op)    // cred → the per-operation Secret (with caPEM),
+//	                                 // CredentialHash(cred) → the Job's annotation
+//	res := <-srv.Result(op.ID)       // or the Job ended without one
+//	srv.Unregister(op.ID)
+//
+// After a restart, Adopt(op, hash) for each running Job, before its Pod
+// gives up delivering (resultPatience). The registry lives in one process:
+// the endpoint must reach the replica that registered (adopted) the
+// operation, and op.TreeDir must stay in the artifact store (out of GC)
+// while the operation is registered. The Pod runs
+// `stackpilot-controller runner pod --endpoint URL --ca-file FILE
+// --credential-file FILE --operation ID --work-root DIR`.
+//
 // # The Pod's environment
 //
 // The runner in the Pod runs Pulumi with the Pod's own environment (runner
