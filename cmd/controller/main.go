@@ -1,6 +1,8 @@
 // Command stackpilot-controller runs the Stackpilot operator. Its `runner`
 // subcommand is the runner process that the Local executor starts for each
 // operation: the controller re-executes its own binary, so one image holds both.
+// For the Job executor, `runner pod` is the runner in an operation's Pod, and
+// `install-runner DIR` copies the binary there (runner_pod.go).
 package main
 
 import (
@@ -44,8 +46,14 @@ func main() {
 	if code, ok := reaper.RunAsInit(); ok {
 		os.Exit(code)
 	}
+	if len(os.Args) > 2 && os.Args[1] == "runner" && os.Args[2] == "pod" {
+		os.Exit(runnerPod(os.Args[3:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "runner" {
 		os.Exit(runner.Main(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "install-runner" {
+		os.Exit(installRunner(os.Args[2:]))
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "stackpilot-controller:", err)
