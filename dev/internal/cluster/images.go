@@ -316,6 +316,27 @@ const (
 // taken from the first of toolDirs where it is statically linked (`make tools`
 // builds them with CGO_ENABLED=0 into bin/).
 func ControllerImageSpec(controller string, toolDirs ...string) (ImageSpec, error) {
+	spec, err := PulumiImageSpec(toolDirs...)
+	if err != nil {
+		return ImageSpec{}, err
+	}
+	spec.Binaries = append([]File{{Path: "/usr/local/bin/stackpilot-controller", Source: controller}}, spec.Binaries...)
+	spec.Entrypoint = []string{"/usr/local/bin/stackpilot-controller"}
+	spec.Cmd = nil
+	return spec, nil
+}
+
+// PulumiImageRepository is the user image PushPulumiImage pushes.
+const PulumiImageRepository = "stackpilot/pulumi"
+
+// PulumiImageSpec is a "user image" for the Job executor's tests: the static
+// Pulumi CLI, YAML language host and Kubernetes provider on PATH, /tmp, the
+// nonroot user 65532 with HOME=/tmp, and no Stackpilot binary (the executor
+// copies its runner in through an init container). Its base and tool layers
+// are the controller image's, so the two share cached and pushed layers. Each
+// tool is taken from the first of toolDirs where it is statically linked.
+// Run it with readOnlyRootFilesystem and an emptyDir on /tmp.
+func PulumiImageSpec(toolDirs ...string) (ImageSpec, error) {
 	base := []File{
 		{Path: "/etc/passwd", Data: []byte(etcPasswd)},
 		{Path: "/etc/group", Data: []byte(etcGroup)},
@@ -326,9 +347,8 @@ func ControllerImageSpec(controller string, toolDirs ...string) (ImageSpec, erro
 		base = append(base, File{Path: "/etc/ssl/certs/ca-certificates.crt", Source: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644})
 	}
 	spec := ImageSpec{
-		Base:       base,
-		Binaries:   []File{{Path: "/usr/local/bin/stackpilot-controller", Source: controller}},
-		Entrypoint: []string{"/usr/local/bin/stackpilot-controller"},
+		Base: base,
+		Cmd:  []string{"/usr/local/bin/pulumi"},
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",
 			"HOME=/tmp",
@@ -346,6 +366,23 @@ func ControllerImageSpec(controller string, toolDirs ...string) (ImageSpec, erro
 		spec.Binaries = append(spec.Binaries, File{Path: "/usr/local/bin/" + tool, Source: src})
 	}
 	return spec, nil
+}
+
+// PushPulumiImage builds the user image (PulumiImageSpec) with its layers
+// cached in cacheDir/layers, the controller image's cache, pushes it to
+// registry as PulumiImageRepository:tag and returns the reference by digest.
+// It prunes nothing: its layers are a subset of the controller image's, and
+// PushControllerImage prunes that cache.
+func PushPulumiImage(ctx context.Context, toolDirs []string, cacheDir, registry, tag string) (string, error) {
+	spec, err := PulumiImageSpec(toolDirs...)
+	if err != nil {
+		return "", err
+	}
+	img, err := BuildImage(spec, filepath.Join(cacheDir, "layers"))
+	if err != nil {
+		return "", err
+	}
+	return Push(ctx, img, registry, PulumiImageRepository, tag)
 }
 
 // ControllerImageTools are the pinned tools the controller image carries.
