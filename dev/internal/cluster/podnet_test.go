@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestBridgeName(t *testing.T) {
+	g := NewWithT(t)
+	a, b := bridgeName("/var/tmp/spc-1"), bridgeName("/var/tmp/spc-2")
+	g.Expect(a).To(HavePrefix(bridgePrefix))
+	g.Expect(len(a)).To(BeNumerically("<=", 15), "Linux interface names are at most 15 bytes")
+	g.Expect(a).NotTo(Equal(b))
+	g.Expect(bridgeName("/var/tmp/spc-1")).To(Equal(a))
+}
+
+func TestFreeSubnet(t *testing.T) {
+	g := NewWithT(t)
+	subnet, gw, err := freeSubnet("/var/tmp/spc-test")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, rng, _ := net.ParseCIDR(podNetRange)
+	g.Expect(rng.Contains(subnet.IP)).To(BeTrue())
+	g.Expect(subnet.Contains(gw)).To(BeTrue())
+	ones, _ := subnet.Mask.Size()
+	g.Expect(ones).To(Equal(24))
+	addrs, err := net.InterfaceAddrs()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			g.Expect(subnet.Contains(n.IP)).To(BeFalse(), "%s is in use here (%s)", subnet, n)
+		}
+	}
+}
+
+// TestCNIConfig pins what keeps Pod traffic on the bridge: the plugin is not
+// the gateway (it would turn on ip_forward), no masquerading, no routes, and
+// IPAM state under the cluster's directory.
+func TestCNIConfig(t *testing.T) {
+	g := NewWithT(t)
+	_, subnet, _ := net.ParseCIDR("10.213.7.0/24")
+	n := &podNet{Bridge: "spc-0123456789", Subnet: subnet, Gateway: net.ParseIP("10.213.7.1")}
+	var cfg struct {
+		Name    string `json:"name"`
+		Plugins []struct {
+			Type             string `json:"type"`
+			Bridge           string `json:"bridge"`
+			IsGateway        bool   `json:"isGateway"`
+			IsDefaultGateway bool   `json:"isDefaultGateway"`
+			IPMasq           bool   `json:"ipMasq"`
+			IPAM             struct {
+				Type    string `json:"type"`
+				DataDir string `json:"dataDir"`
+				Ranges  [][]struct {
+					Subnet, Gateway string
+				} `json:"ranges"`
+				Routes []any `json:"routes"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	g.Expect(json.Unmarshal([]byte(n.cniConfig("/var/tmp/spc-x")), &cfg)).To(Succeed())
+	g.Expect(cfg.Plugins).To(HaveLen(1))
+	p := cfg.Plugins[0]
+	g.Expect(p.Type).To(Equal("bridge"))
+	g.Expect(p.Bridge).To(Equal(n.Bridge))
+	g.Expect(p.IsGateway).To(BeFalse())
+	g.Expect(p.IsDefaultGateway).To(BeFalse())
+	g.Expect(p.IPMasq).To(BeFalse())
+	g.Expect(p.IPAM.Type).To(Equal("host-local"))
+	g.Expect(p.IPAM.DataDir).To(HavePrefix("/var/tmp/spc-x/"))
+	g.Expect(p.IPAM.Routes).To(BeEmpty())
+	g.Expect(p.IPAM.Ranges).To(HaveLen(1))
+	g.Expect(p.IPAM.Ranges[0][0].Subnet).To(Equal("10.213.7.0/24"))
+	g.Expect(p.IPAM.Ranges[0][0].Gateway).To(Equal("10.213.7.1"))
+}
+
+// TestPulumiImageSpec: the user image has the three Pulumi tools and no
+// Stackpilot binary, runs as 65532 with HOME=/tmp, and shares the controller
+// image's base and tool layers.
+func TestPulumiImageSpec(t *testing.T) {
+	g := NewWithT(t)
+	tools := t.TempDir()
+	for _, tool := range ControllerImageTools {
+		g.Expect(os.WriteFile(filepath.Join(tools, tool), []byte("static "+tool), 0o755)).To(Succeed())
+	}
+	spec, err := PulumiImageSpec(tools)
+	g.Expect(err).NotTo(HaveOccurred())
+	var paths []string
+	for _, b := range spec.Binaries {
+		paths = append(paths, b.Path)
+	}
+	g.Expect(paths).To(ConsistOf("/usr/local/bin/pulumi", "/usr/local/bin/pulumi-language-yaml", "/usr/local/bin/pulumi-resource-kubernetes"))
+	g.Expect(spec.User).To(Equal("65532:65532"))
+	g.Expect(spec.Env).To(ContainElements("HOME=/tmp", HavePrefix("PATH=/usr/local/bin:")))
+	g.Expect(spec.Base).To(ContainElement(File{Path: "/tmp", Dir: true, Mode: 0o1777}))
+	g.Expect(string(spec.Base[0].Data)).To(ContainSubstring("nonroot:x:65532:65532:"))
+	for _, f := range append(spec.Base, spec.Binaries...) {
+		g.Expect(strings.Contains(f.Path, "stackpilot")).To(BeFalse(), "%s in the user image", f.Path)
+	}
+
+	controller := filepath.Join(tools, "stackpilot-controller")
+	g.Expect(os.WriteFile(controller, []byte("controller"), 0o755)).To(Succeed())
+	cspec, err := ControllerImageSpec(controller, tools)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cspec.Base).To(Equal(spec.Base))
+	g.Expect(cspec.Binaries[1:]).To(Equal(spec.Binaries))
+	g.Expect(cspec.Entrypoint).To(Equal([]string{"/usr/local/bin/stackpilot-controller"}))
+}
+
+// TestRemoveOrphanBridges: a bridge whose cluster directory is gone is
+// removed; one whose directory exists is not.
+func TestRemoveOrphanBridges(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (creates bridges)")
+	}
+	g := NewWithT(t)
+	live := t.TempDir()
+	gone := filepath.Join(t.TempDir(), "gone")
+	for _, dir := range []string{live, gone} {
+		name := bridgeName(dir)
+		g.Expect(ipCmd("link", "add", name, "type", "bridge")).To(Succeed())
+		t.Cleanup(func() { _ = ipCmd("link", "del", name) })
+		g.Expect(ipCmd("link", "set", name, "alias", dir)).To(Succeed())
+	}
+	removeOrphanBridges(os.Stderr)
+	g.Expect(filepath.Join("/sys/class/net", bridgeName(gone))).NotTo(BeAnExistingFile())
+	g.Expect(filepath.Join("/sys/class/net", bridgeName(live))).To(BeAnExistingFile())
+}
