@@ -61,7 +61,11 @@ func setUpPodNet(dir string) (*podNet, error) {
 	}
 	defer unlock()
 	n := &podNet{Bridge: bridgeName(dir)}
-	if n.Subnet, n.Gateway, err = freeSubnet(dir); err != nil {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	if n.Subnet, n.Gateway, err = freeSubnet(dir, addrs); err != nil {
 		return nil, err
 	}
 	gw := &net.IPNet{IP: n.Gateway, Mask: n.Subnet.Mask}
@@ -92,12 +96,8 @@ func setUpPodNet(dir string) (*podNet, error) {
 }
 
 // freeSubnet is the first /24 of podNetRange, starting at one picked by dir,
-// that overlaps no address of this machine.
-func freeSubnet(dir string) (*net.IPNet, net.IP, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, nil, err
-	}
+// that overlaps none of addrs (this machine's).
+func freeSubnet(dir string, addrs []net.Addr) (*net.IPNet, net.IP, error) {
 	_, rng, _ := net.ParseCIDR(podNetRange)
 	sum := sha256.Sum256([]byte(dir))
 	first := int(binary.BigEndian.Uint16(sum[:2]) % 256)

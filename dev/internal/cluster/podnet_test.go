@@ -22,18 +22,43 @@ func TestBridgeName(t *testing.T) {
 
 func TestFreeSubnet(t *testing.T) {
 	g := NewWithT(t)
-	subnet, gw, err := freeSubnet("/var/tmp/spc-test")
-	g.Expect(err).NotTo(HaveOccurred())
 	_, rng, _ := net.ParseCIDR(podNetRange)
-	g.Expect(rng.Contains(subnet.IP)).To(BeTrue())
-	g.Expect(subnet.Contains(gw)).To(BeTrue())
-	ones, _ := subnet.Mask.Size()
+	first, gw, err := freeSubnet("/var/tmp/spc-test", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rng.Contains(first.IP)).To(BeTrue())
+	g.Expect(first.Contains(gw)).To(BeTrue())
+	g.Expect(gw.To4()[3]).To(BeEquivalentTo(1))
+	ones, _ := first.Mask.Size()
 	g.Expect(ones).To(Equal(24))
+
+	// Another cluster's gateway in the first choice, an address of the
+	// machine in the next: the third /24 it is.
+	next := func(n *net.IPNet) *net.IPNet {
+		ip := append(net.IP{}, n.IP.To4()...)
+		ip[2]++
+		return &net.IPNet{IP: ip, Mask: n.Mask}
+	}
+	second := next(first)
+	used := []net.Addr{
+		&net.IPNet{IP: gw, Mask: first.Mask},
+		&net.IPNet{IP: append(append(net.IP{}, second.IP.To4()[:3]...), 200), Mask: second.Mask},
+	}
+	got, _, err := freeSubnet("/var/tmp/spc-test", used)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.String()).To(Equal(next(second).String()))
+
+	// A network of the machine over the whole range leaves nothing.
+	_, _, err = freeSubnet("/var/tmp/spc-test", []net.Addr{&net.IPNet{IP: net.IPv4(10, 213, 0, 5), Mask: net.CIDRMask(16, 32)}})
+	g.Expect(err).To(MatchError(ContainSubstring("in use")))
+
+	// This machine's own addresses are never chosen.
 	addrs, err := net.InterfaceAddrs()
+	g.Expect(err).NotTo(HaveOccurred())
+	mine, _, err := freeSubnet("/var/tmp/spc-test", addrs)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
-			g.Expect(subnet.Contains(n.IP)).To(BeFalse(), "%s is in use here (%s)", subnet, n)
+			g.Expect(mine.Contains(n.IP)).To(BeFalse(), "%s is in use here (%s)", mine, n)
 		}
 	}
 }
