@@ -27,6 +27,7 @@ type probeReport struct {
 	TCP         string            `json:"tcp"`
 	API         string            `json:"api"`
 	Unreachable map[string]string `json:"unreachable"`
+	Status      map[string]string `json:"status"`
 }
 
 // TestPodNetwork proves the Pod network the Job executor's Pods use: in a
@@ -98,6 +99,11 @@ func TestPodNetwork(t *testing.T) {
 	var r probeReport
 	g.Expect(json.Unmarshal([]byte(msg), &r)).To(Succeed(), "termination message: %q", msg)
 	g.Expect(r.Addrs).To(ConsistOf(done.Status.PodIP))
+	// The securityContext is applied, not only admitted: runc's seccomp
+	// filter (mode 2) with no new privileges, no capability, not root.
+	g.Expect(r.Status).To(Equal(map[string]string{
+		"Seccomp": "2", "NoNewPrivs": "1", "CapEff": "0000000000000000", "Uid": "65532 65532 65532 65532",
+	}))
 	g.Expect(r.TCP).To(Equal("ok: hello from the gateway"))
 	// /api needs an authenticated user: 200 says the projected token was accepted.
 	g.Expect(r.API).To(Equal("status 200"))

@@ -2,7 +2,8 @@
 // network from inside a Pod: it reports its addresses, whether it reaches a
 // TCP server (and what that server said), what the API server answers to a
 // GET with the Pod's token, and how connections to addresses that must be
-// unreachable fail. It writes one JSON object to stdout and to the
+// unreachable fail, and how the runtime confines it (seccomp mode, no new
+// privileges, effective capabilities, user). It writes one JSON object to stdout and to the
 // termination message (/dev/termination-log), and exits 0 whatever it found:
 // the test judges.
 package main
@@ -27,6 +28,8 @@ type Report struct {
 	TCP         string            `json:"tcp"`
 	API         string            `json:"api"`
 	Unreachable map[string]string `json:"unreachable"`
+	// Status holds /proc/self/status's Seccomp, NoNewPrivs, CapEff and Uid lines.
+	Status map[string]string `json:"status"`
 }
 
 func main() {
@@ -39,6 +42,7 @@ func main() {
 
 	r := Report{Unreachable: map[string]string{}}
 	r.Addrs = addrs()
+	r.Status = status()
 	if *tcp != "" {
 		r.TCP = readLine(*tcp)
 	}
@@ -60,6 +64,22 @@ func main() {
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
 	_ = os.WriteFile("/dev/termination-log", out, 0o644)
+}
+
+func status() map[string]string {
+	out := map[string]string{}
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		out["error"] = err.Error()
+		return out
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == "Seccomp" || k == "NoNewPrivs" || k == "CapEff" || k == "Uid") {
+			out[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return out
 }
 
 // addrs are the Pod's IPv4 addresses but loopback.
