@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -102,39 +101,6 @@ func TestCNIConfig(t *testing.T) {
 	g.Expect(p.IPAM.Ranges).To(HaveLen(1))
 	g.Expect(p.IPAM.Ranges[0][0].Subnet).To(Equal("10.213.7.0/24"))
 	g.Expect(p.IPAM.Ranges[0][0].Gateway).To(Equal("10.213.7.1"))
-}
-
-// TestPulumiImageSpec: the user image has the three Pulumi tools and no
-// Stackpilot binary, runs as 65532 with HOME=/tmp, and shares the controller
-// image's base and tool layers.
-func TestPulumiImageSpec(t *testing.T) {
-	g := NewWithT(t)
-	tools := t.TempDir()
-	for _, tool := range ControllerImageTools {
-		g.Expect(os.WriteFile(filepath.Join(tools, tool), []byte("static "+tool), 0o755)).To(Succeed())
-	}
-	spec, err := PulumiImageSpec(tools)
-	g.Expect(err).NotTo(HaveOccurred())
-	var paths []string
-	for _, b := range spec.Binaries {
-		paths = append(paths, b.Path)
-	}
-	g.Expect(paths).To(ConsistOf("/usr/local/bin/pulumi", "/usr/local/bin/pulumi-language-yaml", "/usr/local/bin/pulumi-resource-kubernetes"))
-	g.Expect(spec.User).To(Equal("65532:65532"))
-	g.Expect(spec.Env).To(ContainElements("HOME=/tmp", HavePrefix("PATH=/usr/local/bin:")))
-	g.Expect(spec.Base).To(ContainElement(File{Path: "/tmp", Dir: true, Mode: 0o1777}))
-	g.Expect(string(spec.Base[0].Data)).To(ContainSubstring("nonroot:x:65532:65532:"))
-	for _, f := range append(spec.Base, spec.Binaries...) {
-		g.Expect(strings.Contains(f.Path, "stackpilot")).To(BeFalse(), "%s in the user image", f.Path)
-	}
-
-	controller := filepath.Join(tools, "stackpilot-controller")
-	g.Expect(os.WriteFile(controller, []byte("controller"), 0o755)).To(Succeed())
-	cspec, err := ControllerImageSpec(controller, tools)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(cspec.Base).To(Equal(spec.Base))
-	g.Expect(cspec.Binaries[1:]).To(Equal(spec.Binaries))
-	g.Expect(cspec.Entrypoint).To(Equal([]string{"/usr/local/bin/stackpilot-controller"}))
 }
 
 // TestRemoveOrphanBridges: a bridge whose cluster directory is gone is

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/dev/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/postgres"
 	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
@@ -36,7 +39,8 @@ type probeReport struct {
 // a server on the gateway and the API server at gateway:port with its
 // projected token (checking the API server's certificate against the
 // cluster's CA), and reaches nothing beyond the bridge. The user image
-// (PulumiImageSpec) runs `pulumi version` under the same restrictions.
+// (PulumiImageSpec) runs `pulumi stack ls` under the same restrictions against
+// a PostgreSQL backend on the gateway.
 func TestPodNetwork(t *testing.T) {
 	c := testenv.StartCluster(t, nil)
 	g := NewWithT(t)
@@ -112,14 +116,44 @@ func TestPodNetwork(t *testing.T) {
 		g.Expect(got).To(HavePrefix("error: "), "the Pod reached %s, beyond the bridge", addr)
 	}
 
-	// The user image runs as its nonroot user, with HOME on an emptyDir /tmp.
+	// The user image, as its nonroot user with HOME on an emptyDir /tmp,
+	// lists the stacks of a PostgreSQL backend on the gateway (the URL, with
+	// its password, from a Secret).
+	pg, err := postgres.Start(ctx, postgres.Options{ListenAddrs: []string{c.PodGateway}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(pg.Stop)
+	pulumiOnHost(t, c.BinDir, pg, "stack", "init", "podnet-probe")
+	g.Expect(k.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "backend", Namespace: ns.Name},
+		StringData: map[string]string{"url": pg.URLAt(c.PodGateway)},
+	})).To(Succeed())
 	pulumiRef, err := cluster.PushPulumiImage(ctx, []string{c.BinDir}, filepath.Join(c.BinDir, ".image-cache"), c.Registry, "e2e")
 	g.Expect(err).NotTo(HaveOccurred())
-	pulumi := restrictedPod(ns.Name, "pulumi", pulumiRef, c.PodNetworkEnv(), []string{"version"})
+	env := append(c.PodNetworkEnv(), corev1.EnvVar{Name: "PULUMI_BACKEND_URL", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "backend"}, Key: "url"},
+	}})
+	pulumi := restrictedPod(ns.Name, "pulumi", pulumiRef, env, []string{"stack", "ls", "--all", "--non-interactive"})
 	pulumi.Spec.Containers[0].Command = []string{"pulumi"}
 	g.Expect(k.Create(ctx, pulumi)).To(Succeed())
 	waitSucceeded(t, k, c, pulumi)
-	g.Expect(c.ContainerLogs(ns.Name, "pulumi")).To(ContainSubstring("v3."))
+	g.Expect(c.ContainerLogs(ns.Name, "pulumi")).To(ContainSubstring("podnet-probe"))
+}
+
+// pulumiOnHost runs bin/pulumi against the server's backend on 127.0.0.1, in
+// a project of its own with a temporary HOME.
+func pulumiOnHost(t *testing.T, bin string, pg *postgres.Server, args ...string) {
+	t.Helper()
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "Pulumi.yaml"), []byte("name: podnet\nruntime: yaml\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(bin, "pulumi"), append(args, "--non-interactive")...)
+	cmd.Dir = home
+	cmd.Env = append(os.Environ(), "HOME="+home, "PULUMI_HOME="+filepath.Join(home, ".pulumi"),
+		"PULUMI_BACKEND_URL="+pg.URL(), "PULUMI_CONFIG_PASSPHRASE=podnet", "PULUMI_SKIP_UPDATE_CHECK=true")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pulumi %s: %v\n%s", strings.Join(args, " "), err, strings.ReplaceAll(string(out), pg.Password, "<password>"))
+	}
 }
 
 // restrictedPod is a Pod that the restricted Pod Security Standard admits,
