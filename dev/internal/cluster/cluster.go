@@ -98,8 +98,8 @@ type Cluster struct {
 
 // Requirements reports what this machine lacks to run a cluster: root, the
 // containerd and runc binaries, the CNI loopback, bridge and host-local
-// plugins, ip (iproute2), cgroups. nil means it
-// can; the error says what to install.
+// plugins, ip (iproute2), cgroups. nil means it can; the error says what to
+// install.
 func Requirements() error {
 	if os.Geteuid() != 0 {
 		return errNotRoot
@@ -184,7 +184,7 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.PodGateway, c.PodSubnet, c.PodBridge = c.podNet.Gateway.String(), c.podNet.Subnet.String(), c.podNet.Bridge
-	c.logf("pod network %s on bridge %s, gateway %s", c.PodSubnet, c.PodBridge, c.PodGateway)
+	c.logf("pod network %s on bridge %s, gateway %s (%s)", c.PodSubnet, c.PodBridge, c.PodGateway, since(start))
 
 	p, err := newCerts(filepath.Join(dir, "pki"), c.podNet.Gateway)
 	if err != nil {
