@@ -42,6 +42,14 @@ type probeReport struct {
 // (PulumiImageSpec) runs `pulumi stack ls` under the same restrictions against
 // a PostgreSQL backend on the gateway.
 func TestPodNetwork(t *testing.T) {
+	testenv.RequireCluster(t)
+	// PostgreSQL comes from the same script as containerd (make system-packages).
+	if err := postgres.Requirements(); err != nil {
+		if os.Getenv(testenv.RequireClusterEnv) == "1" {
+			t.Fatalf("%s=1 but: %v", testenv.RequireClusterEnv, err)
+		}
+		t.Skip(err)
+	}
 	c := testenv.StartCluster(t, nil)
 	g := NewWithT(t)
 	ctx := context.Background()
