@@ -1,32 +1,37 @@
 #!/usr/bin/env bash
 # system-packages.sh: installs what the one-node cluster (dev/internal/cluster)
-# takes from the machine rather than from bin/: containerd, runc and the CNI
-# loopback plugin, from Debian's packages. Does nothing when they are present.
+# and the test PostgreSQL server (dev/internal/postgres) take from the machine
+# rather than from bin/: containerd, runc, the CNI plugins (loopback, bridge,
+# host-local), ip (iproute2, for the Pod network's bridge) and PostgreSQL, from
+# Debian's packages. Does nothing when they are present.
 # Without root it installs nothing and says which tests will skip, since the
 # cluster itself needs root; with root, a failed install fails the build rather
 # than letting the install test skip unnoticed.
 set -euo pipefail
-packages=(containerd runc containernetworking-plugins)
+packages=(containerd runc containernetworking-plugins iproute2 postgresql)
 
 missing() {
 	local b
-	for b in containerd containerd-shim-runc-v2 runc; do
+	for b in containerd containerd-shim-runc-v2 runc ip; do
 		command -v "$b" >/dev/null || { echo "$b"; return; }
 	done
-	[[ -x /usr/lib/cni/loopback ]] || echo /usr/lib/cni/loopback
+	for p in loopback bridge host-local; do
+		[[ -x /usr/lib/cni/$p ]] || { echo "/usr/lib/cni/$p"; return; }
+	done
+	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || echo "PostgreSQL (/usr/lib/postgresql/*/bin/initdb)"
 }
 
 what=$(missing)
 if [[ -z $what ]]; then
-	echo "system-packages: containerd, runc and the CNI plugins are installed"
+	echo "system-packages: containerd, runc, the CNI plugins, iproute2 and PostgreSQL are installed"
 	exit 0
 fi
 if [[ $(id -u) != 0 ]]; then
-	echo "system-packages: $what is missing and this is not root: the one-node cluster tests (dev/internal/cluster, dev/test/cluster) will skip; as root: apt-get install -y ${packages[*]}"
+	echo "system-packages: $what is missing and this is not root: the one-node cluster and PostgreSQL tests (dev/internal/cluster, dev/internal/postgres, dev/test/cluster) will skip; as root: apt-get install -y ${packages[*]}"
 	exit 0
 fi
 if ! command -v apt-get >/dev/null; then
-	echo "system-packages: $what is missing and there is no apt-get: install ${packages[*]} (containerd 1.6+, runc 1.1+) by hand" >&2
+	echo "system-packages: $what is missing and there is no apt-get: install ${packages[*]} (containerd 1.6+, runc 1.1+, PostgreSQL) by hand" >&2
 	exit 1
 fi
 start=$(date +%s)

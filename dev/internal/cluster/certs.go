@@ -26,7 +26,9 @@ type certs struct {
 	Tokens map[string]string
 }
 
-func newCerts(dir string) (*certs, error) {
+// newCerts makes the cluster's keys; the API server's certificate also names
+// podGateway, where Pods that are not hostNetwork reach it.
+func newCerts(dir string, podGateway net.IP) (*certs, error) {
 	ca, err := pki.NewAuthority(dir, "stackpilot-cluster-ca")
 	if err != nil {
 		return nil, err
@@ -36,8 +38,10 @@ func newCerts(dir string) (*certs, error) {
 		Subject: pkix.Name{CommonName: "kube-apiserver"},
 		Usage:   x509.ExtKeyUsageServerAuth,
 		DNS:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		// Pods reach the API server at the kubernetes Service's address.
-		IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(serviceIP)},
+		// Pods reach the API server at 127.0.0.1 (host network), at the Pod
+		// network's gateway, or (with kube-proxy, which this cluster lacks) at
+		// the kubernetes Service's address.
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(serviceIP), podGateway},
 	})
 	if err != nil {
 		return nil, err

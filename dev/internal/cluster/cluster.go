@@ -1,15 +1,27 @@
-// Package cluster runs a real one-node Kubernetes cluster on this machine, all
-// on loopback: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-// and the kubelet from the pinned binaries in bin/, containerd and runc from the
-// machine (Debian packages), and an OCI registry that images are pushed to
-// without Docker. Every Pod uses host networking and reaches the API server at
-// 127.0.0.1 through KUBERNETES_SERVICE_HOST/PORT (there is no kube-proxy).
+// Package cluster runs a real one-node Kubernetes cluster on this machine:
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet
+// from the pinned binaries in bin/, containerd and runc from the machine
+// (Debian packages), and an OCI registry on loopback that images are pushed to
+// without Docker.
+//
+// Pods either use host networking or the cluster's Pod network: a bridge of
+// its own (named after the cluster's directory) with a private /24, whose
+// first address, PodGateway, is the host's. Such a Pod reaches other Pods and
+// whatever the host serves on PodGateway (the API server, and test servers
+// bound to it), and nothing beyond the bridge: no default route, no
+// masquerading, no forwarding. There is no kube-proxy and no cluster DNS, so
+// the `kubernetes` Service's ClusterIP leads nowhere: a Pod finds the API
+// server through KUBERNETES_SERVICE_HOST/PORT in its env, which
+// PodNetworkEnv (PodGateway and the API server's port) or, for host
+// networking, HostNetworkEnv (127.0.0.1) give. The API server listens on
+// 0.0.0.0 for that, and its certificate names PodGateway.
 //
 // Everything a cluster writes lives under its directory: containerd's root and
-// state, runc's state, the kubelet's root, logs, pid files and keys. Down stops
-// every process, deletes every container and unmounts everything under that
-// directory, also when the process that started the cluster died without
-// cleaning up; Up does the same first.
+// state, runc's state, the kubelet's root, Pods' network namespaces and IPAM
+// state, logs, pid files and keys. Down stops every process, deletes every
+// container, unmounts everything under that directory and deletes the bridge,
+// also when the process that started the cluster died without cleaning up; Up
+// does the same first.
 package cluster
 
 import (
@@ -69,6 +81,11 @@ type Cluster struct {
 	EtcdPort           int
 	KubeletPort        int
 	KubeletHealthzPort int
+	// PodGateway is the host's address on the Pod network's bridge, PodSubnet
+	// that network (CIDR) and PodBridge the bridge's name.
+	PodGateway string
+	PodSubnet  string
+	PodBridge  string
 	// UpSeconds is how long Up took.
 	UpSeconds float64
 
@@ -76,26 +93,30 @@ type Cluster struct {
 	log          io.Writer
 	procs        []*daemon.Process
 	stopRegistry func()
+	podNet       *podNet
 }
 
 // Requirements reports what this machine lacks to run a cluster: root, the
-// containerd and runc binaries, the CNI loopback plugin, cgroups. nil means it
-// can; the error says what to install.
+// containerd and runc binaries, the CNI loopback, bridge and host-local
+// plugins, ip (iproute2), cgroups. nil means it can; the error says what to
+// install.
 func Requirements() error {
 	if os.Geteuid() != 0 {
 		return errNotRoot
 	}
 	var missing []string
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ip"} {
 		if _, err := exec.LookPath(b); err != nil {
 			missing = append(missing, b)
 		}
 	}
-	if _, err := os.Stat("/usr/lib/cni/loopback"); err != nil {
-		missing = append(missing, "/usr/lib/cni/loopback")
+	for _, p := range []string{"loopback", "bridge", "host-local"} {
+		if _, err := os.Stat("/usr/lib/cni/" + p); err != nil {
+			missing = append(missing, "/usr/lib/cni/"+p)
+		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("cluster: %s not found: apt-get install -y containerd runc containernetworking-plugins", strings.Join(missing, ", "))
+		return fmt.Errorf("cluster: %s not found: apt-get install -y containerd runc containernetworking-plugins iproute2", strings.Join(missing, ", "))
 	}
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
 		return errors.New("cluster: /sys/fs/cgroup is missing")
@@ -132,6 +153,7 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := Down(dir, c.log); err != nil {
 		return nil, fmt.Errorf("cluster: clean up what the last cluster in %s left: %w", dir, err)
 	}
+	removeOrphanBridges(c.log)
 	for _, d := range []string{"logs", "pki", "cni", "kubelet", "pod-logs", "etcd", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
@@ -157,7 +179,14 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	c.APIServer = fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
 
-	p, err := newCerts(filepath.Join(dir, "pki"))
+	// The Pod network first: the API server's certificate names its gateway.
+	if c.podNet, err = setUpPodNet(dir); err != nil {
+		return nil, err
+	}
+	c.PodGateway, c.PodSubnet, c.PodBridge = c.podNet.Gateway.String(), c.podNet.Subnet.String(), c.podNet.Bridge
+	c.logf("pod network %s on bridge %s, gateway %s (%s)", c.PodSubnet, c.PodBridge, c.PodGateway, since(start))
+
+	p, err := newCerts(filepath.Join(dir, "pki"), c.podNet.Gateway)
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,9 @@ import (
 )
 
 // serviceCIDR is the (unused) service range; the API server insists on one. With
-// no kube-proxy, Pods reach the API server at 127.0.0.1 through
-// KUBERNETES_SERVICE_HOST/PORT in their env instead of the service IP.
+// no kube-proxy, Pods reach the API server through KUBERNETES_SERVICE_HOST/PORT
+// in their env instead of the service IP: at 127.0.0.1 with host networking
+// (HostNetworkEnv), at the Pod network's gateway otherwise (PodNetworkEnv).
 const (
 	serviceCIDR = "10.96.0.0/24"
 	serviceIP   = "10.96.0.1"
@@ -146,15 +147,6 @@ disabled_plugins = [
 
 func (c *Cluster) containerdSocket() string { return filepath.Join(c.Dir, "containerd.sock") }
 func (c *Cluster) runcRoot() string         { return filepath.Join(c.Dir, "runc") }
-
-// cniConfig is a loopback-only network. Every Pod here uses hostNetwork; the
-// network exists so that the runtime reports NetworkReady and the node is Ready.
-const cniConfig = `{
-  "cniVersion": "0.4.0",
-  "name": "stackpilot-loopback",
-  "plugins": [{"type": "loopback"}]
-}
-`
 
 // kubeletConfig is the KubeletConfiguration for this machine: cgroup v1 with the
 // cgroupfs driver, no per-QoS cgroups and no node-allocatable enforcement (the

@@ -64,7 +64,10 @@ func (c *Cluster) startControlPlane(ctx context.Context, opts Options, p *certs)
 	}
 	apiserver, err := c.startProc("kube-apiserver", []string{bin("kube-apiserver"),
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
+		// Loopback for the host, the Pod network's gateway for Pods: one
+		// --bind-address cannot name both. Pods reach no other address of
+		// this machine (they have no route to it).
+		"--bind-address=0.0.0.0",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.APIServerPort),
 		"--cert-dir=" + filepath.Join(c.Dir, "pki", "apiserver-generated"),

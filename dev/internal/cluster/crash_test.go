@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,6 +81,11 @@ func TestCrashThenUpCleans(t *testing.T) {
 	mounts := mountsUnder(dir)
 	t.Logf("left by the crash: %d processes, %d mounts", len(leftPids), len(mounts))
 	g.Expect(len(leftPids)+len(mounts)).To(BeNumerically(">", 0), "the crash left nothing to clean: the test proves nothing")
+	// And the Pod's veth on the cluster's bridge (its other end is in the
+	// Pod's network namespace).
+	bridge := cluster.BridgeName(dir)
+	veths, _ := filepath.Glob(filepath.Join("/sys/class/net", bridge, "brif", "*"))
+	g.Expect(veths).NotTo(BeEmpty(), "the crash left no veth on bridge %s", bridge)
 
 	root, bin, err := testenv.Paths()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -92,16 +98,23 @@ func TestCrashThenUpCleans(t *testing.T) {
 	for _, pid := range leftPids {
 		g.Expect(runner.ProcessAlive(pid)).To(BeFalse(), "process %d of the crashed cluster still runs", pid)
 	}
+	// The kernel deletes a veth once its network namespace is freed, which
+	// it does in the background.
+	for _, v := range veths {
+		g.Eventually(filepath.Join("/sys/class/net", filepath.Base(v)), time.Minute, 100*time.Millisecond).
+			ShouldNot(BeAnExistingFile(), "the crashed Pod's veth is left")
+	}
 	_, err = c.Smoke(context.Background())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Down()).To(Succeed())
 	g.Expect(cluster.ProcessesMentioning(dir)).To(BeEmpty())
 	g.Expect(mountsUnder(dir)).To(BeEmpty())
 	g.Expect(dir).NotTo(BeADirectory())
+	g.Expect(filepath.Join("/sys/class/net", bridge)).NotTo(BeAnExistingFile(), "bridge left")
 }
 
-// crashChild starts a cluster in dir and a Pod that runs until stopped, says
-// so on stdout, and waits to be killed.
+// crashChild starts a cluster in dir and a Pod on the Pod network that runs
+// until stopped, says so on stdout, and waits to be killed.
 func crashChild(t *testing.T, dir string) {
 	root, bin, err := testenv.Paths()
 	if err != nil {
@@ -119,7 +132,6 @@ func crashChild(t *testing.T, dir string) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "long-running", Namespace: "default"},
 		Spec: corev1.PodSpec{
-			HostNetwork: true,
 			Containers: []corev1.Container{{
 				Name:  "pause",
 				Image: c.Registry + "/" + cluster.PauseRepository + ":" + cluster.PauseTag,

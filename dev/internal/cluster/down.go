@@ -30,8 +30,9 @@ func Down(dir string, log io.Writer) error {
 	return nil
 }
 
-// Stop ends every process of the cluster in dir, deletes its containers and
-// unmounts everything under dir, but keeps the files (logs) for a look.
+// Stop ends every process of the cluster in dir, deletes its containers,
+// unmounts everything under dir (the Pods' network namespaces too) and deletes
+// its bridge, but keeps the files (logs) for a look.
 func Stop(dir string, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
@@ -44,7 +45,8 @@ func Stop(dir string, log io.Writer) error {
 		return fmt.Errorf("cluster: refusing to clean %q", dir)
 	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
+		// Nothing runs without the directory, but its bridge may be left.
+		return removeBridge(dir, log)
 	}
 	// The kubelet first, so it does not restart what we delete; then every
 	// container (runc's state is ours); then containerd and its shims; then the
@@ -59,6 +61,11 @@ func Stop(dir string, log io.Writer) error {
 	killLeftovers(dir, log, leftoverNames)
 	var errs []error
 	if err := unmountUnder(dir); err != nil {
+		errs = append(errs, err)
+	}
+	// With their mounts gone and no process left in them, the Pods' network
+	// namespaces are freed and their veths with them; the bridge is ours to delete.
+	if err := removeBridge(dir, log); err != nil {
 		errs = append(errs, err)
 	}
 	removeEmptyCgroupParents()

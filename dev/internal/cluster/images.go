@@ -114,7 +114,9 @@ func buildImage(spec ImageSpec, cacheDir string) (v1.Image, []string, error) {
 }
 
 // pruneCache removes the cached layers other than keep: a rebuilt controller
-// leaves its previous layer behind otherwise, at every build.
+// leaves its previous layer behind otherwise, at every build. A layer used in
+// the last pruneGrace stays: another build (the user image, another checkout
+// sharing bin/) may be about to push it.
 func pruneCache(cacheDir string, keep []string) {
 	k := map[string]bool{}
 	for _, p := range keep {
@@ -122,11 +124,17 @@ func pruneCache(cacheDir string, keep []string) {
 	}
 	files, _ := filepath.Glob(filepath.Join(cacheDir, "*.tar.gz"))
 	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && time.Since(st.ModTime()) < pruneGrace {
+			continue
+		}
 		if !k[f] {
 			_ = os.Remove(f)
 		}
 	}
 }
+
+// pruneGrace is how long after its last use a cached layer is safe from pruneCache.
+const pruneGrace = 15 * time.Minute
 
 // cachedLayer returns the gzip layer of files, from the cache when its key (the
 // files' paths, modes and content) was built before.
@@ -157,6 +165,9 @@ func cachedLayer(files []File, cacheDir string) (v1.Layer, string, error) {
 			return nil, "", err
 		}
 	}
+	// The modification time says when the layer was last used (see pruneCache).
+	now := time.Now()
+	_ = os.Chtimes(cached, now, now)
 	layer, err := tarball.LayerFromFile(cached, tarball.WithMediaType(types.OCILayer))
 	return layer, cached, err
 }
@@ -316,19 +327,33 @@ const (
 // taken from the first of toolDirs where it is statically linked (`make tools`
 // builds them with CGO_ENABLED=0 into bin/).
 func ControllerImageSpec(controller string, toolDirs ...string) (ImageSpec, error) {
-	base := []File{
-		{Path: "/etc/passwd", Data: []byte(etcPasswd)},
-		{Path: "/etc/group", Data: []byte(etcGroup)},
-		{Path: "/tmp", Dir: true, Mode: 0o1777},
-		{Path: "/home/nonroot", Dir: true, Mode: 0o755},
+	spec, err := PulumiImageSpec(toolDirs...)
+	if err != nil {
+		return ImageSpec{}, err
 	}
-	if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
-		base = append(base, File{Path: "/etc/ssl/certs/ca-certificates.crt", Source: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644})
-	}
+	spec.Base = imageBase(etcPasswd)
+	spec.Binaries = append([]File{{Path: "/usr/local/bin/stackpilot-controller", Source: controller}}, spec.Binaries...)
+	spec.Entrypoint = []string{"/usr/local/bin/stackpilot-controller"}
+	spec.Cmd = nil
+	return spec, nil
+}
+
+// PulumiImageRepository is the user image PushPulumiImage pushes.
+const PulumiImageRepository = "stackpilot/pulumi"
+
+// PulumiImageSpec is a "user image" for the Job executor's tests: the static
+// Pulumi CLI, YAML language host and Kubernetes provider on PATH, /tmp, the
+// nonroot user 65532 with HOME=/tmp, and no Stackpilot binary (the executor
+// copies its runner in through an init container). Its tool layers are the
+// controller image's, so the two share cached and pushed layers. Each
+// tool is taken from the first of toolDirs where it is statically linked.
+// Run it with readOnlyRootFilesystem and an emptyDir on /tmp. The user's home
+// in /etc/passwd is /tmp too: Pulumi finds ~/.pulumi through the passwd entry,
+// not $HOME.
+func PulumiImageSpec(toolDirs ...string) (ImageSpec, error) {
 	spec := ImageSpec{
-		Base:       base,
-		Binaries:   []File{{Path: "/usr/local/bin/stackpilot-controller", Source: controller}},
-		Entrypoint: []string{"/usr/local/bin/stackpilot-controller"},
+		Base: imageBase(userImagePasswd),
+		Cmd:  []string{"/usr/local/bin/pulumi"},
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",
 			"HOME=/tmp",
@@ -346,6 +371,41 @@ func ControllerImageSpec(controller string, toolDirs ...string) (ImageSpec, erro
 		spec.Binaries = append(spec.Binaries, File{Path: "/usr/local/bin/" + tool, Source: src})
 	}
 	return spec, nil
+}
+
+// PushPulumiImage builds the user image (PulumiImageSpec) with its layers
+// cached in cacheDir/layers, the controller image's cache, pushes it to
+// registry as PulumiImageRepository:tag and returns the reference by digest.
+// It prunes nothing: its tool layers are the controller image's, and
+// PushControllerImage prunes that cache (but not a layer used lately).
+func PushPulumiImage(ctx context.Context, toolDirs []string, cacheDir, registry, tag string) (string, error) {
+	spec, err := PulumiImageSpec(toolDirs...)
+	if err != nil {
+		return "", err
+	}
+	img, err := BuildImage(spec, filepath.Join(cacheDir, "layers"))
+	if err != nil {
+		return "", err
+	}
+	return Push(ctx, img, registry, PulumiImageRepository, tag)
+}
+
+// userImagePasswd is etcPasswd with the nonroot user's home on /tmp.
+const userImagePasswd = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/tmp:/sbin/nologin\n"
+
+// imageBase is the base layer of the controller and user images: passwd,
+// group, /tmp, the nonroot user's home, the machine's CA bundle.
+func imageBase(passwd string) []File {
+	base := []File{
+		{Path: "/etc/passwd", Data: []byte(passwd)},
+		{Path: "/etc/group", Data: []byte(etcGroup)},
+		{Path: "/tmp", Dir: true, Mode: 0o1777},
+		{Path: "/home/nonroot", Dir: true, Mode: 0o755},
+	}
+	if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
+		base = append(base, File{Path: "/etc/ssl/certs/ca-certificates.crt", Source: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644})
+	}
+	return base
 }
 
 // ControllerImageTools are the pinned tools the controller image carries.

@@ -19,7 +19,9 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, p *certs) error {
 	if err := os.WriteFile(cfg, []byte(c.containerdConfig()), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.Dir, "cni", "10-loopback.conflist"), []byte(cniConfig), 0o644); err != nil {
+	// containerd loads the first configuration in the directory (and adds
+	// loopback itself): the bridge.
+	if err := os.WriteFile(filepath.Join(c.Dir, "cni", "10-bridge.conflist"), []byte(c.podNet.cniConfig(c.Dir)), 0o644); err != nil {
 		return err
 	}
 	containerd, err := c.startProc("containerd", []string{"containerd", "--config=" + cfg, "--log-level=warn"}, nil)

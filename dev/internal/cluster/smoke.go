@@ -18,6 +18,17 @@ func (c *Cluster) HostNetworkEnv() []corev1.EnvVar {
 	}
 }
 
+// PodNetworkEnv is what a Pod that is not hostNetwork needs to reach the API
+// server: there is no kube-proxy, so the kubernetes Service's ClusterIP leads
+// nowhere; the API server listens on the Pod network's gateway, which its
+// certificate names.
+func (c *Cluster) PodNetworkEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "KUBERNETES_SERVICE_HOST", Value: c.PodGateway},
+		{Name: "KUBERNETES_SERVICE_PORT", Value: fmt.Sprint(c.APIServerPort)},
+	}
+}
+
 // Smoke runs a one-shot Pod (host network, the pause image from the loopback
 // registry, exiting after a second) in namespace default and waits for it to
 // succeed; it returns how long that took. The Pod is deleted afterwards.

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,4 +31,6 @@ func TestUpSmokeDown(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.Contains(string(mounts), c.Dir)).To(BeFalse(), "mounts left under %s", c.Dir)
 	g.Expect(cluster.ProcessesMentioning(c.Dir)).To(BeEmpty())
+	g.Expect(c.PodBridge).To(Equal(cluster.BridgeName(c.Dir)))
+	g.Expect(filepath.Join("/sys/class/net", c.PodBridge)).NotTo(BeAnExistingFile(), "bridge left")
 }
