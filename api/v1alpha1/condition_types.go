@@ -166,6 +166,11 @@ const (
 	// set) after a controller restart.
 	InterruptedReason = "Interrupted"
 
+	// RunnerPodFailedReason signals that the runner Pod of a Job operation
+	// could not run it: its image could not be pulled, it was not scheduled
+	// in time, or a quota refused it. Nothing ran; it is retried with backoff.
+	RunnerPodFailedReason = "RunnerPodFailed"
+
 	// PublishedReason: the outputs Secret and ConfigMap are up to date.
 	PublishedReason = "Published"
 

@@ -38,7 +38,9 @@ func TestMain(m *testing.M) {
 		time.Sleep(time.Hour)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopJobEnv()
+	os.Exit(code)
 }
 
 func fakeRunner(args []string) int {

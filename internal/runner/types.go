@@ -172,6 +172,10 @@ const (
 	ErrorClaimed  ErrorClass = "claimed"  // the stack belongs to another Stack (stack tag stackpilot:owner)
 	ErrorTimeout  ErrorClass = "timeout"  // the operation ran past its timeout
 	ErrorInternal ErrorClass = "internal" // a bug or an environment problem in Stackpilot
+	// ErrorRunnerPod: the Job executor's Pod could not run the operation
+	// (its image could not be pulled, it was never scheduled, a quota
+	// refused it); nothing ran.
+	ErrorRunnerPod ErrorClass = "runner-pod"
 	// ErrorPlanInvalid: an up with Spec.Plan would have done something its plan
 	// does not hold (the world or an input the program reads changed since the
 	// preview); make a new plan.

@@ -33,6 +33,12 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	if !controllerutil.ContainsFinalizer(stack, v1alpha1.StackFinalizer) {
 		return nil
 	}
+	if op := stack.Status.CurrentOperation; op != nil && !r.inflight.running(stack.UID, op.ID) && r.adoptable(ctx, stack, op) {
+		// A stopped controller's Job still runs: a destroy beside it
+		// would find the stack locked.
+		st.adoptable = op.DeepCopy()
+		r.awaitAdoptable(ctx, st)
+	}
 	plan := planFinalize(finalizeInputOf(stack))
 	if plan.Destroy != nil {
 		if wait := destroyRetryWait(stack, time.Now()); wait > 0 {

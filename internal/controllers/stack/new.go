@@ -36,6 +36,12 @@ type Config struct {
 	// PulumiCommand is the pulumi binary the runner drives ("" = from PATH).
 	PulumiCommand string
 	Executor      Executor
+	// JobExecutor runs the operations of Stacks whose executor is Job; nil
+	// when this controller has no runner channel.
+	JobExecutor JobExecutor
+	// DefaultExecutor is the executor of Stacks that name none
+	// (v1alpha1.ExecutorLocal or ExecutorJob; "" is Local).
+	DefaultExecutor string
 	// Tenancy chooses the identity programs act as (inputs.Tenancy); a nil
 	// RESTConfig is the manager's.
 	Tenancy Tenancy

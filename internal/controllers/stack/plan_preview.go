@@ -25,13 +25,14 @@ func (r *StackReconciler) runPreview(ctx context.Context, st *reconcileState, pl
 		return nil, nil, err
 	}
 	stack := st.stack
+	id := newOperationID(runner.OpPreview)
 	rec := v1alpha1.OperationRecord{
-		ID:        newOperationID(runner.OpPreview),
+		ID:        id,
 		Type:      v1alpha1.OperationPreview,
 		Revision:  st.revision,
 		StartedAt: metav1.Now(),
 		Outcome:   v1alpha1.OutcomeRunning,
-		Host:      r.Host,
+		Host:      r.hostOf(stack, id),
 		Plan:      planID,
 	}
 	stack.Status.CurrentOperation = rec.DeepCopy()

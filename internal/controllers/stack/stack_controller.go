@@ -115,6 +115,9 @@ type reconcileState struct {
 	approved *approvedPlan
 	// drift is what this reconcile's drift check found, for remediateDrift.
 	drift *driftFound
+	// adoptable is an operation a stopped controller left running in its
+	// Job, to be followed rather than run again (adopt_job.go).
+	adoptable *v1alpha1.OperationRecord
 	// findings are what the steps found about readiness and summarize.go
 	// has not written into the conditions yet (summarize.go).
 	findings []finding
@@ -150,6 +153,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// The observe steps find what the status, the source and the inputs say,
 	// and decide what to do; act then runs the steps of that action
 	// (route.go). The result is summarize's.
+	defer r.awaitAdoptable(ctx, st) // a Job the route did not come to
 	return ctrl.Result{}, r.runSteps(ctx, st, []stepFunc{
 		// Recovery comes before the suspend: an operation a dead controller
 		// left running would otherwise stay "running" for as long as the

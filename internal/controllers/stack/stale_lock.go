@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/executor"
 	"github.com/stackpilot/stackpilot/internal/runner"
 )
 
@@ -25,6 +26,12 @@ func (r *StackReconciler) staleLock(ctx context.Context, stack *v1alpha1.Stack) 
 		return nil // no dead operation, or one recorded before hosts were
 	}
 	req := &runner.StaleLock{Host: h.Host, NotBefore: staleLockSince(stack, h).Time}
+	if h.Host == executor.JobName(stack.Name, h.ID) {
+		// A Job operation: its Pod's host name is its Job's name, and the
+		// Pod is provably dead once no Pod of the operation is left.
+		req.HostGone = r.operationPodsGone(ctx, stack, h.ID)
+		return req
+	}
 	if h.Host != r.Host && r.PodNamespace != "" {
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: h.Host}, &corev1.Pod{})
 		req.HostGone = apierrors.IsNotFound(err)
@@ -33,4 +40,16 @@ func (r *StackReconciler) staleLock(ctx context.Context, stack *v1alpha1.Stack) 
 		}
 	}
 	return req
+}
+
+// operationPodsGone is true when no Pod of operation id is left in the
+// Stack's namespace (they carry its label, executor.LabelOperation).
+func (r *StackReconciler) operationPodsGone(ctx context.Context, stack *v1alpha1.Stack, id string) bool {
+	var pods corev1.PodList
+	err := r.APIReader.List(ctx, &pods, client.InNamespace(stack.Namespace), client.MatchingLabels{executor.LabelOperation: id})
+	if err != nil {
+		log.FromContext(ctx).Info("cannot tell whether the interrupted operation's Pod is gone; its lock stays", "operation", id, "error", err.Error())
+		return false
+	}
+	return len(pods.Items) == 0
 }

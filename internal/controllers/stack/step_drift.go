@@ -158,13 +158,14 @@ func (r *StackReconciler) runDriftCheck(ctx context.Context, st *reconcileState,
 		return nil, err
 	}
 	stack := st.stack
+	id := newOperationID(runner.OpDriftCheck)
 	rec := v1alpha1.OperationRecord{
-		ID:        newOperationID(runner.OpDriftCheck),
+		ID:        id,
 		Type:      v1alpha1.OperationDriftCheck,
 		Revision:  revision,
 		StartedAt: metav1.Now(),
 		Outcome:   v1alpha1.OutcomeRunning,
-		Host:      r.Host,
+		Host:      r.hostOf(stack, id),
 	}
 	stack.Status.CurrentOperation = rec.DeepCopy()
 	stack.Status.PushHistory(rec)

@@ -64,6 +64,9 @@ type opOptions struct {
 	// plan is Pulumi's update plan file: a preview saves it there, an up
 	// applies exactly it (runner.Spec.Plan).
 	plan string
+	// adopt follows the running Job of this operation that a stopped
+	// controller started (adopt_job.go), instead of starting one.
+	adopt bool
 	// planID and approvedBy go into the record of an up of an approved plan.
 	planID, approvedBy string
 }
@@ -88,11 +91,16 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 		Revision:   revision,
 		StartedAt:  metav1.Now(),
 		Outcome:    v1alpha1.OutcomeRunning,
-		Host:       r.Host,
 		Plan:       opts.planID,
 		ApprovedBy: cutUTF8(opts.approvedBy, 253),
 	}
-	if err := r.recordStart(ctx, st, rec, typ, art); err != nil {
+	rec.Host = r.hostOf(stack, rec.ID) // whose lock Pulumi will write
+	if a := st.takeAdoptable(recType, revision); a != nil {
+		// A Job a stopped controller started for this very operation runs
+		// on: its start is in status already, and its end is awaited.
+		rec, opts.adopt = *a, true
+		st.operationStarted = true
+	} else if err := r.recordStart(ctx, st, rec, typ, art); err != nil {
 		return nil, err
 	}
 	r.inflight.start(stack.UID, rec.ID)
@@ -102,6 +110,11 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 	r.recordf(stack, corev1.EventTypeNormal, "OperationStarted", string(recType), "%s %s of revision %s started", recType, rec.ID, revision)
 
 	res := r.execute(ctx, st, rec.ID, typ, art, opts)
+	if res == nil {
+		// Its Job runs on while this controller stops; the next one adopts
+		// it (adopt_job.go). Nothing is recorded: it has not ended.
+		return nil, &ShutdownError{Err: fmt.Errorf("%s %s of revision %s runs on in its Job; the next controller records its end", recType, rec.ID, revision)}
+	}
 	operationsTotal.WithLabelValues(string(recType), string(res.Outcome)).Inc()
 	operationSeconds.WithLabelValues(string(recType)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
 	finishRecord(ctx, st, &rec, res)
@@ -212,7 +225,8 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 }
 
 // execute prepares the program's work tree and runs the operation. It
-// always returns a result: an executor failure becomes an internal failure.
+// returns a result, an executor failure becoming an internal failure, but
+// for an operation whose Job runs on while the controller stops: nil.
 func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, art artifact.Artifact, opts opOptions) *runner.Result {
 	st.operationStarted = true // its start is in status: its end must land (statusContext)
 	if typ != runner.OpOutputs {
@@ -224,6 +238,9 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	fail := func(class runner.ErrorClass, err error) *runner.Result {
 		return &runner.Result{APIVersion: runner.APIVersion, ID: id, Type: typ, Outcome: runner.OutcomeFailed,
 			ErrorClass: class, Message: err.Error(), StartedAt: started, FinishedAt: time.Now()}
+	}
+	if r.executorOf(st.stack) == v1alpha1.ExecutorJob {
+		return r.executeJob(ctx, st, id, typ, art, opts, fail)
 	}
 	workDir := filepath.Join(r.WorkDir, id)
 	defer os.RemoveAll(workDir)
@@ -242,26 +259,10 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		return fail(runner.ErrorAuth, err)
 	}
 	maps.Copy(env, opts.env)
-	spec := runner.Spec{
-		APIVersion:    runner.APIVersion,
-		ID:            id,
-		Type:          typ,
-		WorkDir:       programDir,
-		StackName:     st.stack.GetStackName(),
-		Backend:       st.inputs.Backend,
-		PulumiHome:    r.PulumiHome,
-		PulumiCommand: r.PulumiCommand,
-		Config:        st.inputs.Config,
-		Env:           env,
-		Refresh:       st.stack.Spec.Refresh || opts.refresh,
-		IgnoreChanges: opts.ignoreChanges,
-		Targets:       st.stack.Spec.Targets,
-		Claim:         claimOf(st.stack),
-		ClaimHeld:     claimHeld(st.stack, st.inputs),
-		StaleLock:     r.staleLock(ctx, st.stack),
-		Timeout:       runner.Duration(st.stack.GetTimeout()),
-		Plan:          opts.plan,
-	}
+	spec := r.operationSpec(ctx, st, id, typ, opts, env)
+	spec.WorkDir = programDir
+	spec.PulumiHome = r.PulumiHome
+	spec.PulumiCommand = r.PulumiCommand
 	spec.LogFile = r.beginLog(ctx, st.stack, id)
 	// Live counts for status.currentOperation.changes (operation_progress.go);
 	// the patcher ends before this returns, so before the final status write.
@@ -281,6 +282,28 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 		return res
 	}
 	return &res
+}
+
+// operationSpec is the operation as both executors hand it to the runner,
+// but for where it runs: the program's folder, PULUMI_HOME and the CLI.
+func (r *StackReconciler) operationSpec(ctx context.Context, st *reconcileState, id string, typ runner.OperationType, opts opOptions, env map[string]string) runner.Spec {
+	return runner.Spec{
+		APIVersion:    runner.APIVersion,
+		ID:            id,
+		Type:          typ,
+		StackName:     st.stack.GetStackName(),
+		Backend:       st.inputs.Backend,
+		Config:        st.inputs.Config,
+		Env:           env,
+		Refresh:       st.stack.Spec.Refresh || opts.refresh,
+		IgnoreChanges: opts.ignoreChanges,
+		Targets:       st.stack.Spec.Targets,
+		Claim:         claimOf(st.stack),
+		ClaimHeld:     claimHeld(st.stack, st.inputs),
+		StaleLock:     r.staleLock(ctx, st.stack),
+		Timeout:       runner.Duration(st.stack.GetTimeout()),
+		Plan:          opts.plan,
+	}
 }
 
 // lockMayBeStale is true when our previous operation on this stack ended without
@@ -348,6 +371,8 @@ func failureReason(c runner.ErrorClass) string {
 		return v1alpha1.StackClaimedReason
 	case runner.ErrorPlanInvalid:
 		return v1alpha1.PlanInvalidReason
+	case runner.ErrorRunnerPod:
+		return v1alpha1.RunnerPodFailedReason
 	}
 	return v1alpha1.OperationFailedReason
 }

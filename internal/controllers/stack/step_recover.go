@@ -153,6 +153,11 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 		stack.Status.CurrentOperation = nil
 		return stepContinue, nil
 	}
+	if r.adoptable(ctx, stack, op) {
+		// Its Job runs on: followed, not run again (adopt_job.go).
+		st.adoptable = op.DeepCopy()
+		return stepContinue, nil
+	}
 	rec := *op
 	now := metav1.NewTime(time.Now())
 	rec.FinishedAt = &now
