@@ -96,12 +96,13 @@ type RunnerPodSpec struct {
 	// +kubebuilder:validation:MaxItems=100
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
-	// Volumes added to the runner Pod.
-	// +kubebuilder:validation:MaxItems=50
+	// Volumes added to the runner Pod (at most 50).
 	// (Schemaless in the CRD, to keep it small enough for a client-side
-	// apply; the API server checks it when the Job is created.)
+	// apply; the API server checks it when the Job is created. No type nor
+	// maxItems either: a schemaless array must still say what its items are,
+	// while a field without a type that preserves unknown fields is
+	// structural. The resolver refuses more than 50, internal/inputs.)
 	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=array
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
