@@ -16,8 +16,8 @@ type installOptions struct {
 	export   bool
 	image    string
 	executor string
-	wait    bool
-	timeout time.Duration
+	wait     bool
+	timeout  time.Duration
 }
 
 func (c *cli) newInstallCmd() *cobra.Command {
