@@ -155,6 +155,13 @@ const (
 	// PostgreSQL, Azure Blob, Google Cloud Storage, Pulumi Cloud).
 	BackendUnreachableFromRunnerReason = "BackendUnreachableFromRunner"
 
+	// LocalExecutorNotAllowedReason: the Stack sets spec.runner.executor:
+	// Local where the controller runs Stacks as Jobs by default, outside
+	// the controller's namespace, and the controller does not allow it
+	// (--allow-local-executor). A Local program can act as the controller.
+	// The Stack is Stalled.
+	LocalExecutorNotAllowedReason = "LocalExecutorNotAllowed"
+
 	// DigestKeyUnavailableReason: the controller could not read or create the
 	// Secret holding the key of the inputs digest (--digest-key-secret).
 	DigestKeyUnavailableReason = "DigestKeyUnavailable"

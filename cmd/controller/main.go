@@ -78,11 +78,12 @@ type flags struct {
 	digestKeySecret       string
 	namespace             string
 	// the Job executor (runner_flags.go)
-	defaultExecutor   string
-	runnerImage       string
-	maxConcurrentJobs int
-	runnerEndpoint    string
-	runnerBindAddr    string
+	defaultExecutor    string
+	runnerImage        string
+	maxConcurrentJobs  int
+	runnerEndpoint     string
+	runnerBindAddr     string
+	allowLocalExecutor bool
 }
 
 func parseFlags() (*flags, *zap.Options) {
@@ -111,6 +112,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.IntVar(&f.maxConcurrentJobs, "max-concurrent-jobs", defaultMaxConcurrentJobs, "How many runner Jobs (operations of Job Stacks) run at once; more wait for a free slot.")
 	flag.StringVar(&f.runnerEndpoint, "runner-endpoint", "", "HTTPS URL at which runner Pods reach the controller to fetch their program and inputs and to report their result (default: https://stackpilot-runner.<the controller's namespace>.svc:9444).")
 	flag.StringVar(&f.runnerBindAddr, "runner-bind-address", fmt.Sprintf(":%d", runnerPort), "Address of the HTTPS endpoint that runner Pods call (each request authenticated by its operation's credential).")
+	flag.BoolVar(&f.allowLocalExecutor, "allow-local-executor", false, "With --default-executor=Job, let Stacks outside the controller's namespace set spec.runner.executor to Local (refused by default: a Local program runs inside the controller and can act as it, and where Job is the default every namespace editor may write Stacks).")
 	opts := &zap.Options{}
 	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
 	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what stackpilot logs reads) and the full plans that wait for approval (/plans/..., what stackpilot plan reads), each to callers who may get the Stack; 0 disables it.")
@@ -222,6 +224,7 @@ func run() error {
 		RunnerImage:             runnerImg,
 		MaxConcurrentJobs:       f.maxConcurrentJobs,
 		RunnerEndpoint:          f.runnerEndpoint,
+		AllowLocalExecutor:      f.allowLocalExecutor,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),

@@ -59,6 +59,11 @@ type Resolver struct {
 	// (--default-executor; "" is Local). Job Stacks are checked for what a
 	// runner Pod needs (checkJobStack).
 	DefaultExecutor string
+	// LocalNamespace is the controller's own namespace: where the default
+	// executor is Job, only its Stacks may ask for Local, unless AllowLocal
+	// (--allow-local-executor) lets every Stack (checkLocalStack).
+	LocalNamespace string
+	AllowLocal     bool
 }
 
 // KeySource gives the key of the inputs digest (*DigestKey).

@@ -72,7 +72,7 @@ func executorSource(stack *v1alpha1.Stack) string {
 // resolved one; fromDefault says it is the controller's --default-backend.
 func (r *Resolver) checkJobStack(stack *v1alpha1.Stack, backend string, fromDefault bool) error {
 	if r.Executor(stack) != v1alpha1.ExecutorJob {
-		return nil
+		return r.checkLocalStack(stack)
 	}
 	if stack.Spec.ServiceAccountName == "" && r.DefaultServiceAccount == "" {
 		return serror.Stalling(v1alpha1.RunnerServiceAccountMissingReason,
@@ -142,4 +142,25 @@ func runnerOwnedPath(p string) string {
 // isFileBackend: a DIY backend on a local filesystem (file://~, file:///data/state).
 func isFileBackend(u string) bool {
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(u)), "file:")
+}
+
+// checkLocalStack refuses a Stack that asks for Local where the controller
+// runs Jobs by default, outside the controller's own namespace, unless the
+// controller allows it (--allow-local-executor). Where Job is the default,
+// Stack writes are granted to every namespace's editors (the installed
+// manifests aggregate them into edit): if one of them could choose Local, his
+// program would run inside the controller and could act as it.
+func (r *Resolver) checkLocalStack(stack *v1alpha1.Stack) error {
+	if stack.Spec.Runner == nil || stack.Spec.Runner.Executor != v1alpha1.ExecutorLocal ||
+		r.DefaultExecutor != v1alpha1.ExecutorJob || r.AllowLocal || (r.LocalNamespace != "" && stack.Namespace == r.LocalNamespace) {
+		return nil
+	}
+	where := "the controller's namespace"
+	if r.LocalNamespace != "" {
+		where = "the controller's namespace (" + r.LocalNamespace + ")"
+	}
+	return serror.Stalling(v1alpha1.LocalExecutorNotAllowedReason,
+		"spec.runner.executor is Local, which runs the program inside the controller, where it can act as the controller; "+
+			"this controller runs Stacks as Jobs and allows Local only in %s: remove spec.runner.executor (or set it to Job), "+
+			"or start the controller with --allow-local-executor if every Stack writer may act as the controller", where)
 }

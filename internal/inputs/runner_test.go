@@ -50,8 +50,6 @@ func TestResolveJobStack(t *testing.T) {
 			mutate: []func(*v1alpha1.Stack){s3}, executor: "Job"},
 		{name: "Local is not checked", defaultBackend: "file:///data/state", executor: "Local",
 			mutate: []func(*v1alpha1.Stack){template(v1alpha1.RunnerPodSpec{Env: []corev1.EnvVar{{Name: "PULUMI_HOME", Value: "/x"}}})}},
-		{name: "spec Local under a Job default", defaultExecutor: "Job", defaultBackend: "file:///data/state", executor: "Local",
-			mutate: []func(*v1alpha1.Stack){func(s *v1alpha1.Stack) { s.Spec.Runner = &v1alpha1.RunnerSpec{Executor: "Local"} }}},
 		{name: "Job without a ServiceAccount", mutate: []func(*v1alpha1.Stack){job, s3},
 			reason: v1alpha1.RunnerServiceAccountMissingReason,
 			message: []string{"spec.runner.executor is Job, and a Job never runs as the controller: set spec.serviceAccountName to a ServiceAccount of namespace infra",
@@ -163,4 +161,52 @@ func TestJobStackThroughAPIServer(t *testing.T) {
 	_, err = r.Resolve(ctx, &stored)
 	g.Expect(errors.As(err, &st)).To(BeTrue(), "%v", err)
 	g.Expect(st.Reason).To(Equal(v1alpha1.RunnerServiceAccountMissingReason))
+}
+
+// Where the controller runs Jobs by default, a Stack may not choose Local
+// (which runs inside the controller) outside the controller's namespace,
+// unless the controller allows it.
+func TestResolveLocalUnderJobDefault(t *testing.T) {
+	ctx := context.Background()
+	local := func(ns string) *v1alpha1.Stack {
+		s := stackFixture()
+		s.Namespace = ns
+		s.Spec.Backend = "s3://state/x"
+		s.Spec.Runner = &v1alpha1.RunnerSpec{Executor: v1alpha1.ExecutorLocal}
+		return s
+	}
+	objs := func(ns string) []client.Object {
+		return []client.Object{
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pass", Namespace: ns}, Data: map[string][]byte{"passphrase": []byte("pw-123456")}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, Data: map[string][]byte{"apiKey": []byte("k")}},
+		}
+	}
+	c := fake.NewClientBuilder().WithObjects(append(objs("infra"), objs("stackpilot-system")...)...).Build()
+	tests := []struct {
+		name, ns, dflt string
+		allow          bool
+		refused        bool
+	}{
+		{name: "refused in a tenant's namespace", ns: "infra", dflt: "Job", refused: true},
+		{name: "the controller's namespace may", ns: "stackpilot-system", dflt: "Job"},
+		{name: "allowed by the controller", ns: "infra", dflt: "Job", allow: true},
+		{name: "Local is the default anyway", ns: "infra", dflt: "Local"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := &Resolver{Client: c, DefaultExecutor: tt.dflt, LocalNamespace: "stackpilot-system", AllowLocal: tt.allow, DigestKey: testKey}
+			in, err := r.Resolve(ctx, local(tt.ns))
+			if !tt.refused {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(in.Executor).To(Equal("Local"))
+				return
+			}
+			var st *serror.StallingError
+			g.Expect(errors.As(err, &st)).To(BeTrue(), "%v", err)
+			g.Expect(st.Reason).To(Equal(v1alpha1.LocalExecutorNotAllowedReason))
+			g.Expect(err.Error()).To(ContainSubstring("allows Local only in the controller's namespace (stackpilot-system): remove spec.runner.executor"))
+			g.Expect(err.Error()).To(ContainSubstring("--allow-local-executor"))
+		})
+	}
 }

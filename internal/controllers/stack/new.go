@@ -79,6 +79,11 @@ type Config struct {
 	// controller (--runner-endpoint; by default the stackpilot-runner
 	// Service of the controller's namespace, port 9444).
 	RunnerEndpoint string
+	// AllowLocalExecutor lets Stacks of any namespace set
+	// spec.runner.executor: Local where DefaultExecutor is Job
+	// (--allow-local-executor); without it only the controller's namespace
+	// (PodNamespace) may.
+	AllowLocalExecutor bool
 }
 
 // sourceKinds are the source kinds a controller knows, reading Secrets and
