@@ -201,8 +201,14 @@ func run() error {
 		return err
 	}
 	runnerImg, err := runnerImage(context.Background(), mgr.GetAPIReader(), f.runnerImage, f.defaultExecutor)
-	if err != nil {
+	switch {
+	case err != nil && f.defaultExecutor == v1alpha1.ExecutorJob:
 		return err
+	case err != nil:
+		// Local is the default: only Stacks that ask for Job need the image,
+		// and their operations fail saying it is missing; the controller
+		// still serves the others.
+		ctrl.Log.Error(err, "no default runner image: Job Stacks without spec.runner.image cannot run")
 	}
 
 	r, err := stack.NewStackReconciler(mgr, stack.Config{
