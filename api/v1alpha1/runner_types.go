@@ -98,10 +98,8 @@ type RunnerPodSpec struct {
 	Env []corev1.EnvVar `json:"env,omitempty"`
 	// Volumes added to the runner Pod (at most 50).
 	// (Schemaless in the CRD, to keep it small enough for a client-side
-	// apply; the API server checks it when the Job is created. No type nor
-	// maxItems either: a schemaless array must still say what its items are,
-	// while a field without a type that preserves unknown fields is
-	// structural. The resolver refuses more than 50, internal/inputs.)
+	// apply; the controller and the API server check it when the Job is
+	// created.)
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
