@@ -28,6 +28,8 @@ var RunnerOwnedEnv = []string{
 	"PULUMI_CONFIG_PASSPHRASE_FILE",
 	"PULUMI_HOME",
 	"PULUMI_SKIP_CONFIRMATIONS",
+	"PULUMI_SKIP_UPDATE_CHECK",
+	"TMPDIR",
 }
 
 // RunnerOwnedEnvPrefix starts the names of the variables by which the
@@ -36,11 +38,15 @@ const RunnerOwnedEnvPrefix = "STACKPILOT_"
 
 // RunnerOwnedPaths are where the runner Pod mounts its own volumes (the
 // runner binary, the program, the per-operation Secret under /stackpilot; the
-// writable scratch space under /tmp, as the root filesystem is read-only).
-var RunnerOwnedPaths = []string{"/stackpilot", "/tmp"}
+// writable scratch space under /tmp, as the root filesystem is read-only;
+// the ServiceAccount's projected token, which a mount must not replace).
+var RunnerOwnedPaths = []string{"/stackpilot", "/tmp", "/var/run/secrets/kubernetes.io/serviceaccount"}
 
-// RunnerOwnedVolumePrefix starts the names of the runner Pod's own volumes.
+// RunnerOwnedVolumePrefix starts the names of the runner Pod's own volumes;
+// RunnerOwnedVolumes are its others.
 const RunnerOwnedVolumePrefix = "stackpilot-"
+
+var RunnerOwnedVolumes = []string{"tmp", "kube-api-access"}
 
 // MaxRunnerVolumes bounds spec.runner.podTemplate.spec.volumes (the CRD
 // keeps that list schemaless, so the API server does not).
@@ -111,16 +117,17 @@ func checkPodTemplate(runner *v1alpha1.RunnerSpec) error {
 		return serror.Stalling(v1alpha1.InvalidSpecReason, "spec.runner.podTemplate.spec.volumes: %d volumes, at most %d", len(spec.Volumes), MaxRunnerVolumes)
 	}
 	for i, v := range spec.Volumes {
-		if strings.HasPrefix(v.Name, RunnerOwnedVolumePrefix) {
+		if strings.HasPrefix(v.Name, RunnerOwnedVolumePrefix) || slices.Contains(RunnerOwnedVolumes, v.Name) {
 			return serror.Stalling(v1alpha1.InvalidSpecReason,
-				"spec.runner.podTemplate.spec.volumes[%d]: the name %s is the runner's (names starting with %s are its own volumes)", i, v.Name, RunnerOwnedVolumePrefix)
+				"spec.runner.podTemplate.spec.volumes[%d]: the name %s is the runner's (%s and names starting with %s are its own volumes)",
+				i, v.Name, strings.Join(RunnerOwnedVolumes, ", "), RunnerOwnedVolumePrefix)
 		}
 	}
 	for i, m := range spec.VolumeMounts {
 		if owned := runnerOwnedPath(m.MountPath); owned != "" {
 			return serror.Stalling(v1alpha1.InvalidSpecReason,
 				"spec.runner.podTemplate.spec.volumeMounts[%d]: mountPath %s would cover %s, which the runner mounts itself (%s are its own); mount elsewhere, such as /data",
-				i, m.MountPath, owned, strings.Join(RunnerOwnedPaths, " and "))
+				i, m.MountPath, owned, strings.Join(RunnerOwnedPaths, ", "))
 		}
 	}
 	return nil
