@@ -141,6 +141,27 @@ const (
 	// does not exist in the Stack's namespace. Retried at the retry interval.
 	ServiceAccountNotFoundReason = "ServiceAccountNotFound"
 
+	// RunnerServiceAccountMissingReason: the Stack runs as a Job (its
+	// spec.runner.executor, or the controller's --default-executor) and has
+	// no identity of its own: neither spec.serviceAccountName nor the
+	// controller's --default-service-account. A Job never runs as the
+	// controller. The Stack is Stalled.
+	RunnerServiceAccountMissingReason = "RunnerServiceAccountMissing"
+
+	// BackendUnreachableFromRunnerReason: the Stack runs as a Job and its
+	// backend (spec.backend or the controller's --default-backend) is a
+	// file:// path on the controller's volume, which the runner Pod cannot
+	// reach. The Stack is Stalled until it names a backend both reach (S3,
+	// PostgreSQL, Azure Blob, Google Cloud Storage, Pulumi Cloud).
+	BackendUnreachableFromRunnerReason = "BackendUnreachableFromRunner"
+
+	// LocalExecutorNotAllowedReason: the Stack sets spec.runner.executor:
+	// Local where the controller runs Stacks as Jobs by default, outside
+	// the controller's namespace, and the controller does not allow it
+	// (--allow-local-executor). A Local program can act as the controller.
+	// The Stack is Stalled.
+	LocalExecutorNotAllowedReason = "LocalExecutorNotAllowed"
+
 	// DigestKeyUnavailableReason: the controller could not read or create the
 	// Secret holding the key of the inputs digest (--digest-key-secret).
 	DigestKeyUnavailableReason = "DigestKeyUnavailable"

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -84,6 +85,13 @@ type flags struct {
 	defaultServiceAccount string
 	digestKeySecret       string
 	namespace             string
+	// the Job executor (runner_flags.go)
+	defaultExecutor    string
+	runnerImage        string
+	maxConcurrentJobs  int
+	runnerEndpoint     string
+	runnerBindAddr     string
+	allowLocalExecutor bool
 }
 
 func parseFlags() (*flags, *zap.Options) {
@@ -107,6 +115,12 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount, in each Stack's namespace, that programs act as when spec.serviceAccountName is not set (default: none, and such programs act as the controller itself).")
 	flag.StringVar(&f.digestKeySecret, "digest-key-secret", "stackpilot-digest-key", "Name of the Secret, in the controller's namespace, holding the key of the inputs digest; created when absent.")
 	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
+	flag.StringVar(&f.defaultExecutor, "default-executor", v1alpha1.ExecutorLocal, "Where operations of Stacks without spec.runner.executor run: Local (a process of the controller, as the controller's user: for trusted programs and development) or Job (one Pod per operation in the Stack's namespace, as the Stack's ServiceAccount). The installed manifests pass Job.")
+	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the runner Pods of Stacks without spec.runner.image: any image with pulumi and the program's language host on PATH (default: the controller's own image, read from its Pod, which holds pulumi and the YAML language host).")
+	flag.IntVar(&f.maxConcurrentJobs, "max-concurrent-jobs", defaultMaxConcurrentJobs, "How many runner Jobs (operations of Job Stacks) run at once; more wait for a free slot.")
+	flag.StringVar(&f.runnerEndpoint, "runner-endpoint", "", "HTTPS URL at which runner Pods reach the controller to fetch their program and inputs and to report their result (default: https://stackpilot-runner.<the controller's namespace>.svc:9444).")
+	flag.StringVar(&f.runnerBindAddr, "runner-bind-address", fmt.Sprintf(":%d", runnerPort), "Address of the HTTPS endpoint that runner Pods call (each request authenticated by its operation's credential).")
+	flag.BoolVar(&f.allowLocalExecutor, "allow-local-executor", false, "With --default-executor=Job, let Stacks outside the controller's namespace set spec.runner.executor to Local (refused by default: a Local program runs inside the controller and can act as it, and where Job is the default every namespace editor may write Stacks).")
 	opts := &zap.Options{}
 	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
 	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what stackpilot logs reads) and the full plans that wait for approval (/plans/..., what stackpilot plan reads), each to callers who may get the Stack; 0 disables it.")
@@ -135,6 +149,18 @@ func run() error {
 	}
 	if f.artifactMaxFiles < 1 {
 		return errors.New("--artifact-max-files must be at least 1")
+	}
+	if err := checkExecutor(f.defaultExecutor); err != nil {
+		return err
+	}
+	if f.maxConcurrentJobs < 1 {
+		return errors.New("--max-concurrent-jobs must be at least 1")
+	}
+	if f.runnerEndpoint == "" {
+		f.runnerEndpoint = defaultRunnerEndpoint(f.ownNamespace())
+	}
+	if err := checkRunnerEndpoint(f.runnerEndpoint); err != nil {
+		return err
 	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
@@ -182,6 +208,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	runnerImg, err := runnerImage(context.Background(), mgr.GetAPIReader(), f.runnerImage, f.defaultExecutor)
+	switch {
+	case err != nil && f.defaultExecutor == v1alpha1.ExecutorJob:
+		return err
+	case err != nil:
+		// Local is the default: only Stacks that ask for Job need the image,
+		// and their operations fail saying it is missing; the controller
+		// still serves the others.
+		ctrl.Log.Error(err, "no default runner image: Job Stacks without spec.runner.image cannot run")
+	}
 
 	r, err := stack.NewStackReconciler(mgr, stack.Config{
 		DataDir:                 dataDir,
@@ -198,6 +234,11 @@ func run() error {
 		ArtifactMaxSize:         artifactMaxSize,
 		ArtifactMaxFiles:        f.artifactMaxFiles,
 		AllowCrossNamespaceRefs: f.allowCrossNamespaceRefs,
+		DefaultExecutor:         f.defaultExecutor,
+		RunnerImage:             runnerImg,
+		MaxConcurrentJobs:       f.maxConcurrentJobs,
+		RunnerEndpoint:          f.runnerEndpoint,
+		AllowLocalExecutor:      f.allowLocalExecutor,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),
@@ -233,7 +274,9 @@ func run() error {
 		return err
 	}
 	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations, "intervalJitterPercentage", f.intervalJitterPercent,
-		"defaultServiceAccount", f.defaultServiceAccount, "digestKeySecret", f.ownNamespace()+"/"+f.digestKeySecret)
+		"defaultServiceAccount", f.defaultServiceAccount, "digestKeySecret", f.ownNamespace()+"/"+f.digestKeySecret,
+		"defaultExecutor", f.defaultExecutor, "runnerImage", runnerImg, "maxConcurrentJobs", f.maxConcurrentJobs,
+		"runnerEndpoint", f.runnerEndpoint, "runnerBindAddress", f.runnerBindAddr)
 	return mgr.Start(ctx)
 }
 

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -107,11 +109,38 @@ func TestNeededPermissions(t *testing.T) {
 	if has(permission{"", "stackpilot.dev", "stacks", "create", ""}) {
 		t.Errorf("the users' stack editor role counted as the controller's")
 	}
-	// Nothing of the controller deletes or patches Secrets or ConfigMaps.
+	// Nothing of the controller deletes or patches ConfigMaps; Secrets only
+	// for the Job executor's per-operation Secret.
 	for _, p := range perms {
-		if (p.resource == "secrets" || p.resource == "configmaps") && p.verb != "get" && p.verb != "list" && p.verb != "watch" && p.verb != "create" && p.verb != "update" {
+		readWrite := p.verb == "get" || p.verb == "list" || p.verb == "watch" || p.verb == "create" || p.verb == "update"
+		if (p.resource == "configmaps" && !readWrite) || (p.resource == "secrets" && !readWrite && p.verb != "patch" && p.verb != "delete") {
 			t.Errorf("the controller is granted %+v", p)
 		}
+	}
+	for _, p := range []permission{
+		{"", "batch", "jobs", "create", ""},
+		{"", "batch", "jobs", "delete", ""},
+		{"", "", "pods", "watch", ""},
+		{"", "", "pods/log", "get", ""},
+		{"", "", "secrets", "delete", ""},
+	} {
+		if !has(p) {
+			t.Errorf("the Job executor's %+v is not granted", p)
+		}
+	}
+}
+
+// The controller's flags as its Deployment writes them, in both forms.
+func TestControllerFlags(t *testing.T) {
+	d := &appsv1.Deployment{}
+	d.Spec.Template.Spec.Containers = []corev1.Container{
+		{Name: "proxy", Args: []string{"--default-executor=Local"}},
+		{Name: "manager", Command: []string{"/manager"}, Args: []string{"--leader-elect", "--default-executor", "Job", "--watch-namespace=a,b", "--allow-local-executor"}},
+	}
+	got := controllerFlags(d)
+	want := map[string]string{"leader-elect": "true", "default-executor": "Job", "watch-namespace": "a,b", "allow-local-executor": "true"}
+	if !maps.Equal(got, want) {
+		t.Errorf("controllerFlags = %v, want %v", got, want)
 	}
 }
 

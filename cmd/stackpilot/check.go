@@ -51,9 +51,13 @@ func (c *cli) newCheckCmd() *cobra.Command {
     Roles as this CLI installs them, a SubjectAccessReview as its
     ServiceAccount (you need create on subjectaccessreviews); skipped, in one
     line, when that ServiceAccount does not exist;
-  - who holds the controller's rights: with the Local executor whoever may
-    create, update or patch a Stack can act as the controller (a ⚠ line says
-    so), and the built-in admin, edit and view roles must not grant that.
+  - who holds the controller's rights: with the Job executor as the default
+    (--default-executor=Job, what stackpilot install sets) a Stack writer acts
+    only as the Stack's ServiceAccount, and a ⚠ line names the Stacks outside
+    the controller's namespace that still run with Local; with Local as the
+    default whoever may create, update or patch a Stack can act as the
+    controller (a ⚠ line says so, and names the Stacks of other namespaces it
+    serves), and the built-in admin, edit and view roles must not grant that.
 
 --pre checks only the prerequisites (the API server), before an install.
 
@@ -130,7 +134,7 @@ func (c *cli) check(ctx context.Context, opts checkOptions) error {
 		r.section("checking the controller's permissions")
 		checkPermissions(ctx, r, cl, opts.namespace, found)
 		r.section("checking who holds the controller's rights")
-		checkStackWriters(ctx, r, cl)
+		checkStackWriters(ctx, r, cl, opts.namespace, found)
 		if r.failed == 0 {
 			r.ok("all checks passed")
 			return nil
@@ -194,6 +198,9 @@ func checkCRD(ctx context.Context, r *checkReport, cl client.Client, name string
 type foundController struct {
 	serviceAccount string
 	deployment     bool
+	// flags are the manager container's flags as written (runner.go's
+	// controllerFlags), nil without a Deployment.
+	flags map[string]string
 }
 
 // checkController reports the Deployment.
@@ -217,10 +224,11 @@ func checkController(ctx context.Context, r *checkReport, cl client.Client, ns s
 	} else {
 		r.ok("controller %s %s (%s, %s)", key, imageVersion(image), image, detail)
 	}
+	found := foundController{serviceAccount: "default", deployment: true, flags: controllerFlags(&d)}
 	if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "" {
-		return foundController{serviceAccount: sa, deployment: true}
+		found.serviceAccount = sa
 	}
-	return foundController{serviceAccount: "default", deployment: true}
+	return found
 }
 
 // permission is one thing the controller must be allowed: verb on

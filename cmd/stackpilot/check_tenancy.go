@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +16,16 @@ import (
 	"github.com/stackpilot/stackpilot/internal/manifests"
 )
 
-// Who holds the controller's rights. With the Local executor, the only one for
-// now, every program runs as a process of the controller and can read its
-// mounted token: whoever may create, update or patch a Stack can act as the
-// controller. check says so, and fails when a built-in namespace role grants
-// Stack writes (an older install aggregated them into edit and admin), since
-// that hands the controller's rights to every namespace editor.
+// Who holds the controller's rights. With the Job executor as the default
+// (what stackpilot install sets) each operation is a Pod acting as the
+// Stack's ServiceAccount: a Stack writer holds only what that account holds,
+// so Stack writes may be aggregated into edit and admin; check names the
+// Stacks outside the controller's namespace that still run with Local. With
+// Local as the default every program runs as a process of the controller and
+// can read its mounted token: whoever may create, update or patch a Stack can
+// act as the controller. check says so, names the Stacks of other namespaces
+// it serves, and fails when a built-in namespace role grants Stack writes,
+// since that hands the controller's rights to every namespace editor.
 
 // stackWriteVerbs are the verbs that let a user choose what a Stack runs.
 var stackWriteVerbs = []string{"create", "update", "patch"}
@@ -42,10 +47,117 @@ type grantingRole struct {
 	verbs            []string
 }
 
-func checkStackWriters(ctx context.Context, r *checkReport, cl client.Client) {
+func checkStackWriters(ctx context.Context, r *checkReport, cl client.Client, ns string, found foundController) {
+	executor := found.flags["default-executor"]
+	if executor == "" {
+		executor = v1alpha1.ExecutorLocal
+	}
+	if found.flags == nil {
+		// No Deployment: a controller run as a process, whose flags check
+		// cannot read; its binary's default is Local.
+		executor = v1alpha1.ExecutorLocal
+	}
+	if executor == v1alpha1.ExecutorJob {
+		r.ok("the controller runs each operation as a Job (--default-executor=Job): a Stack writer acts only as the Stack's ServiceAccount")
+		checkLocalStacks(ctx, r, cl, ns, found, true)
+		return
+	}
 	r.warn("the controller runs each program in its own process (Local executor): whoever may create, update or patch a Stack "+
 		"holds the controller's rights (ClusterRole %s, bound to its ServiceAccount); bind ClusterRole %s only to whom you would give those",
 		manifests.ClusterRoleName, manifests.StackEditorRoleName)
+	checkLocalStacks(ctx, r, cl, ns, found, false)
+	checkNamespaceRoles(ctx, r, cl)
+}
+
+// checkLocalStacks warns about the Stacks outside the controller's
+// namespace ns (and inside the namespaces it watches) that run with the
+// Local executor: theirs (spec.runner.executor: Local) where Job is the
+// default, all but the Job ones where Local is.
+func checkLocalStacks(ctx context.Context, r *checkReport, cl client.Client, ns string, found foundController, jobDefault bool) {
+	var list v1alpha1.StackList
+	if err := cl.List(ctx, &list); err != nil {
+		r.warn("cannot list Stacks (%v), so which run with the Local executor outside namespace %s is not checked; you need list on stacks.%s",
+			err, ns, v1alpha1.GroupVersion.Group)
+		return
+	}
+	watched := map[string]bool{}
+	for _, w := range strings.Split(found.flags["watch-namespace"], ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			watched[w] = true
+		}
+	}
+	var local []string
+	for _, s := range list.Items {
+		if s.Namespace == ns || (len(watched) > 0 && !watched[s.Namespace]) {
+			continue
+		}
+		executor := ""
+		if s.Spec.Runner != nil {
+			executor = s.Spec.Runner.Executor
+		}
+		if executor == v1alpha1.ExecutorLocal || (!jobDefault && executor == "") {
+			local = append(local, s.Namespace+"/"+s.Name)
+		}
+	}
+	if len(local) == 0 {
+		return
+	}
+	slices.Sort(local)
+	names := strings.Join(local, ", ")
+	if len(local) > maxListed {
+		names = strings.Join(local[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(local)-maxListed)
+	}
+	if jobDefault {
+		how := "the controller refuses them (LocalExecutorNotAllowed) unless it runs with --allow-local-executor"
+		if _, allowed := found.flags["allow-local-executor"]; allowed && found.flags["allow-local-executor"] != "false" {
+			how = "the controller runs them (--allow-local-executor), and their writers can act as the controller"
+		}
+		r.warn("%d Stack(s) outside namespace %s ask for the Local executor (spec.runner.executor: Local): %s; %s. "+
+			"Remove their spec.runner.executor to run them as Jobs", len(local), ns, names, how)
+		return
+	}
+	r.warn("the controller runs %d Stack(s) outside its namespace %s with the Local executor, inside the controller: %s; "+
+		"whoever may write them can act as the controller. Run them as Jobs: reinstall with the Job executor (`stackpilot install`, "+
+		"which passes --default-executor=Job), or set spec.runner.executor: Job on each, with a ServiceAccount (spec.serviceAccountName or --default-service-account)",
+		len(local), ns, names)
+}
+
+// maxListed bounds the Stacks one check line names.
+const maxListed = 5
+
+// controllerFlags are the flags of the Deployment's manager container
+// (--name=value or --name value; a bare --name is "true").
+func controllerFlags(d *appsv1.Deployment) map[string]string {
+	flags := map[string]string{}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name != manifests.ContainerName && len(d.Spec.Template.Spec.Containers) > 1 {
+			continue
+		}
+		args := append(slices.Clone(c.Command), c.Args...)
+		for i := 0; i < len(args); i++ {
+			name, ok := strings.CutPrefix(args[i], "--")
+			if !ok {
+				continue
+			}
+			if k, v, ok := strings.Cut(name, "="); ok {
+				flags[k] = v
+				continue
+			}
+			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && name != "leader-elect" && name != "allow-local-executor" {
+				flags[name] = args[i+1]
+				i++
+				continue
+			}
+			flags[name] = "true"
+		}
+	}
+	return flags
+}
+
+// checkNamespaceRoles fails when a built-in namespace role grants Stack
+// writes: with Local as the default executor that hands the controller's
+// rights to every namespace editor.
+func checkNamespaceRoles(ctx context.Context, r *checkReport, cl client.Client) {
 	clean := true
 	var checked []string
 	sources := map[string]*grantingRole{}

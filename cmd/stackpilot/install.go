@@ -13,10 +13,11 @@ import (
 )
 
 type installOptions struct {
-	export  bool
-	image   string
-	wait    bool
-	timeout time.Duration
+	export   bool
+	image    string
+	executor string
+	wait     bool
+	timeout  time.Duration
 }
 
 func (c *cli) newInstallCmd() *cobra.Command {
@@ -39,10 +40,21 @@ not wait).
 
 -n sets the namespace to install into (default stackpilot-system, not the
 context's namespace). --export prints the manifests instead of applying
-them, for GitOps (commit them, or pipe them to kubectl apply).`,
+them, for GitOps (commit them, or pipe them to kubectl apply).
+
+The controller runs each operation as a Job (--executor=Job, the default): a
+Pod in the Stack's namespace acting as the Stack's ServiceAccount, else as
+that namespace's ` + manifests.RunnerServiceAccount + ` ServiceAccount, which
+each namespace that runs Stacks creates (docs/guide/install.md). Since a Stack
+writer then holds only its namespace's rights, Stack writes are aggregated
+into the built-in edit and admin roles. --executor=Local (config/local) runs
+operations as processes of the controller, which can act as the controller:
+for trusted programs only; Stack writes are then granted by binding ClusterRole
+` + manifests.StackEditorRoleName + ` explicitly.`,
 		Example: `  stackpilot install
   stackpilot install --export > stackpilot.yaml
-  stackpilot install -n platform --image registry.example/stackpilot-controller:v0.3.0`,
+  stackpilot install -n platform --image registry.example/stackpilot-controller:v0.3.0
+  stackpilot install --executor=Local`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.install(cmd.Context(), opts)
@@ -51,6 +63,7 @@ them, for GitOps (commit them, or pipe them to kubectl apply).`,
 	fs := cmd.Flags()
 	fs.BoolVar(&opts.export, "export", false, "Print the manifests on stdout instead of applying them.")
 	fs.StringVar(&opts.image, "image", "", "The controller image (default: "+manifests.ImageRepository+":<this CLI's version>).")
+	fs.StringVar(&opts.executor, "executor", "Job", "The controller's default executor: Job (each operation a Pod acting as the Stack's ServiceAccount; Stack writes aggregated into edit and admin) or Local (a process of the controller, for trusted programs; Stack writes granted explicitly).")
 	fs.BoolVar(&opts.wait, "wait", true, "Wait until the controller's Deployment has rolled out.")
 	fs.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "How long to wait for the CRDs and the Deployment.")
 	return cmd
@@ -64,8 +77,11 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 			return err
 		}
 	}
+	if opts.executor != "Job" && opts.executor != "Local" {
+		return usageErrorf("--executor=%q: want Job or Local", opts.executor)
+	}
 	ns := c.installNamespace()
-	objs, err := manifests.Objects(manifests.Options{Namespace: ns, Image: image})
+	objs, err := manifests.Objects(manifests.Options{Namespace: ns, Image: image, Executor: opts.executor})
 	if err != nil {
 		return err
 	}
@@ -99,7 +115,7 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 			rest = append(rest, o)
 		}
 	}
-	fmt.Fprintf(c.stderr, "► installing Stackpilot (%s) into namespace %s\n", image, ns)
+	fmt.Fprintf(c.stderr, "► installing Stackpilot (%s, executor %s) into namespace %s\n", image, opts.executor, ns)
 	if err := c.applyManifests(ctx, cl, first); err != nil {
 		return err
 	}

@@ -25,8 +25,13 @@ import (
 // resolved from the spec and the Secrets and ConfigMaps it references.
 type Inputs struct {
 	Backend string
-	Config  []runner.ConfigValue
-	Env     map[string]string
+	// Executor is where the operation runs: v1alpha1.ExecutorLocal or
+	// ExecutorJob (spec.runner.executor, else the controller's default).
+	// Not kept with the inputs (Snapshots): a rollback runs where the
+	// Stack runs now.
+	Executor string
+	Config   []runner.ConfigValue
+	Env      map[string]string
 	// ServiceAccount is the ServiceAccount of the Stack's namespace that the
 	// program acts as; empty means the controller's own identity.
 	ServiceAccount string
@@ -50,6 +55,15 @@ type Resolver struct {
 	// AllowCrossNamespace lets configFrom stackOutputs read a Stack of
 	// another namespace (--allow-cross-namespace-refs).
 	AllowCrossNamespace bool
+	// DefaultExecutor is where Stacks without spec.runner.executor run
+	// (--default-executor; "" is Local). Job Stacks are checked for what a
+	// runner Pod needs (checkJobStack).
+	DefaultExecutor string
+	// LocalNamespace is the controller's own namespace: where the default
+	// executor is Job, only its Stacks may ask for Local, unless AllowLocal
+	// (--allow-local-executor) lets every Stack (checkLocalStack).
+	LocalNamespace string
+	AllowLocal     bool
 }
 
 // KeySource gives the key of the inputs digest (*DigestKey).
@@ -69,6 +83,10 @@ func (r *Resolver) Resolve(ctx context.Context, stack *v1alpha1.Stack) (*Inputs,
 	}
 	if in.Backend == "" {
 		return nil, serror.Stalling(v1alpha1.InvalidSpecReason, "spec.backend is empty and the controller has no --default-backend")
+	}
+	in.Executor = r.Executor(stack)
+	if err := r.checkJobStack(stack, in.Backend, spec.Backend == ""); err != nil {
+		return nil, err
 	}
 
 	values := map[string]runner.ConfigValue{}

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -29,9 +31,16 @@ const (
 	ServiceAccount   = "stackpilot-controller"
 	ContainerName    = "manager"
 	ClusterRoleName  = "stackpilot-manager-role"
-	// StackEditorRoleName grants Stack writes; bound by hand, never
-	// aggregated into edit or admin (config/rbac/stack_editor_role.yaml).
+	// StackEditorRoleName grants Stack writes; aggregated into edit and
+	// admin where the Job executor is the default, bound by hand where Local
+	// is (config/rbac/stack_editor_role.yaml, config/local).
 	StackEditorRoleName = "stackpilot-stack-editor-role"
+	// RunnerServiceAccount is the ServiceAccount, in each Stack's namespace,
+	// that the installed controller's programs act as when a Stack names
+	// none (--default-service-account).
+	RunnerServiceAccount = "stackpilot-runner"
+	// ExecutorFlag chooses the default executor in the manager's args.
+	ExecutorFlag = "--default-executor"
 	// ImageRepository is where releases publish the controller's image; a
 	// CLI of version v installs ImageRepository:v.
 	ImageRepository = "ghcr.io/stackpilot/stackpilot-controller"
@@ -43,7 +52,15 @@ type Options struct {
 	Namespace string
 	// Image replaces the manager container's image (empty: keep it).
 	Image string
+	// Executor is the controller's default executor, Job or Local (empty:
+	// keep config/default's, Job). Local is config/local: the manager's
+	// --default-executor=Local, and Stack writes no longer aggregated into
+	// the built-in edit and admin roles.
+	Executor string
 }
+
+// aggregationLabels fold a ClusterRole into the built-in admin and edit roles.
+var aggregationLabels = []string{"rbac.authorization.k8s.io/aggregate-to-admin", "rbac.authorization.k8s.io/aggregate-to-edit"}
 
 // Objects are the manifests with opts applied, in the rendered order
 // (kustomize's: Namespace, CRDs, RBAC, Service, Deployment).
@@ -55,6 +72,15 @@ func Objects(opts Options) ([]*unstructured.Unstructured, error) {
 	ns := opts.Namespace
 	if ns == "" {
 		ns = DefaultNamespace
+	}
+	switch opts.Executor {
+	case "", "Job":
+	case "Local":
+		if err := localExecutor(objs); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("executor %q: want Job or Local", opts.Executor)
 	}
 	foundImage := false
 	for _, o := range objs {
@@ -134,6 +160,62 @@ func relocate(o *unstructured.Unstructured, ns string) error {
 		}
 	}
 	return unstructured.SetNestedSlice(o.Object, subjects, "subjects")
+}
+
+// localExecutor makes objs config/local: the manager's default executor
+// Local, and the Stack editor role no longer aggregated into edit and admin
+// (with Local a program can act as the controller).
+func localExecutor(objs []*unstructured.Unstructured) error {
+	setArg, unlabelled := false, false
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Deployment" && o.GetName() == DeploymentName:
+			containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if err != nil {
+				return fmt.Errorf("the Deployment %s: containers: %w", o.GetName(), err)
+			}
+			for _, c := range containers {
+				m, ok := c.(map[string]any)
+				if !ok || m["name"] != ContainerName {
+					continue
+				}
+				args, _ := m["args"].([]any)
+				kept := []any{}
+				for _, a := range args {
+					if s, _ := a.(string); strings.HasPrefix(s, "--runner-endpoint=") || strings.HasPrefix(s, ExecutorFlag+"=") {
+						continue
+					}
+					kept = append(kept, a)
+				}
+				m["args"] = slices.Insert(kept, indexAfter(kept, "--leader-elect"), any(ExecutorFlag+"=Local"))
+				setArg = true
+			}
+			if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+				return err
+			}
+		case o.GetKind() == "ClusterRole" && o.GetName() == StackEditorRoleName:
+			labels := o.GetLabels()
+			for _, l := range aggregationLabels {
+				delete(labels, l)
+			}
+			o.SetLabels(labels)
+			unlabelled = true
+		}
+	}
+	if !setArg || !unlabelled {
+		return errors.New("embedded manifests: no Deployment " + DeploymentName + " or no ClusterRole " + StackEditorRoleName)
+	}
+	return nil
+}
+
+// indexAfter is the index after the element want of args, or its end.
+func indexAfter(args []any, want string) int {
+	for i, a := range args {
+		if a == want {
+			return i + 1
+		}
+	}
+	return len(args)
 }
 
 func setImage(o *unstructured.Unstructured, image string) error {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,5 +124,68 @@ func TestInputsDigestDescription(t *testing.T) {
 		if !strings.Contains(desc, `"hmac-sha256:<hex>"`) || strings.Contains(desc, `("sha256:`) {
 			t.Errorf("status.inputsDigest is described as %q: say hmac-sha256 (edit api/v1alpha1/stack_types.go, run `make manifests`)", desc)
 		}
+	}
+}
+
+// TestObjectsLocalIsConfigLocal: `stackpilot install --executor=Local`
+// installs what config/local declares, object for object: the manager's
+// default executor Local and Stack writes not aggregated into edit and
+// admin, while the default (Job) aggregates them.
+func TestObjectsLocalIsConfigLocal(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(root, "bin", "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("no bin/kubectl (run `make tools`): %v", err)
+	}
+	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "config", "local"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	rendered, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/local: %v\n%s", err, stderr.String())
+	}
+	want, err := decode(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Objects(Options{Executor: "Local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d objects, config/local has %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i].Object, want[i].Object) {
+			g, _ := YAML(got[i : i+1])
+			w, _ := YAML(want[i : i+1])
+			t.Fatalf("%s %s differs from config/local's:\n%s\nwant:\n%s", want[i].GetKind(), want[i].GetName(), g, w)
+		}
+	}
+	args := func(objs []*unstructured.Unstructured) []any {
+		c, _, _ := unstructured.NestedSlice(find(t, objs, "Deployment", DeploymentName).Object, "spec", "template", "spec", "containers")
+		return c[0].(map[string]any)["args"].([]any)
+	}
+	if a := args(got); !slices.Contains(a, any("--default-executor=Local")) || slices.Contains(a, any("--default-executor=Job")) {
+		t.Errorf("Local's args: %v", a)
+	}
+	if l := find(t, got, "ClusterRole", StackEditorRoleName).GetLabels(); l["rbac.authorization.k8s.io/aggregate-to-edit"] != "" {
+		t.Errorf("Local aggregates Stack writes into edit: %v", l)
+	}
+	dflt, err := Objects(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := args(dflt); !slices.Contains(a, any("--default-executor=Job")) || !slices.Contains(a, any("--default-service-account="+RunnerServiceAccount)) {
+		t.Errorf("the default's args: %v", a)
+	}
+	if l := find(t, dflt, "ClusterRole", StackEditorRoleName).GetLabels(); l["rbac.authorization.k8s.io/aggregate-to-edit"] != "true" || l["rbac.authorization.k8s.io/aggregate-to-admin"] != "true" {
+		t.Errorf("the default (Job) does not aggregate Stack writes into edit and admin: %v", l)
+	}
+	if _, err := Objects(Options{Executor: "Pod"}); err == nil {
+		t.Error("executor Pod accepted")
 	}
 }

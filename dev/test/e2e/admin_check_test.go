@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -72,4 +76,33 @@ func TestInstallPseudoVersionNeedsImage(t *testing.T) {
 	g.Expect(code).To(Equal(0), errOut)
 	g.Expect(out).To(ContainSubstring("image: registry.example/stackpilot-controller:v9.9.9"))
 	g.Expect(out).NotTo(ContainSubstring(pseudo))
+}
+
+// TestControllerRefusesBadExecutorFlags (issue 23, item 1): a wrong
+// --default-executor, --max-concurrent-jobs or --runner-endpoint stops the
+// controller at start with a message naming the flag and what it takes; and
+// --default-executor=Job outside a Pod needs --runner-image.
+func TestControllerRefusesBadExecutorFlags(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	for args, want := range map[string]string{
+		"--default-executor=job":                       `--default-executor="job": want Local (operations run as processes of the controller) or Job (one Pod per operation in the Stack's namespace)`,
+		"--max-concurrent-jobs=0":                      "--max-concurrent-jobs must be at least 1",
+		"--runner-endpoint=http://stackpilot-runner:1": `--runner-endpoint="http://stackpilot-runner:1": want an https URL`,
+		"--default-executor=Job":                       "--default-executor=Job needs --runner-image: the controller does not run in a Pod",
+	} {
+		// A controller that wrongly starts is stopped, and fails the test.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, controllerBinary(t), "--kubeconfig", env.Kubeconfig, "--data-dir", t.TempDir(), "--metrics-bind-address=0",
+			"--health-probe-bind-address=127.0.0.1:0", "--webhook-bind-address=0", "--logs-bind-address=0", args)
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "POD_NAME=") || strings.HasPrefix(kv, "POD_NAMESPACE=")
+		})
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		g.Expect(errors.As(err, &ee)).To(BeTrue(), "%s: the controller started: %v\n%s", args, err, out)
+		g.Expect(ee.ExitCode()).To(Equal(1), args)
+		g.Expect(string(out)).To(ContainSubstring("stackpilot-controller: "+want), args)
+	}
 }

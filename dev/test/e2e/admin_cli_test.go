@@ -117,6 +117,12 @@ func TestAdminCLI(t *testing.T) {
 	g.Expect(applyErr.String()).To(BeEmpty(), "kubectl warned")
 	g.Expect(string(applied)).To(ContainSubstring("customresourcedefinition.apiextensions.k8s.io/stacks.stackpilot.dev serverside-applied"))
 	g.Expect(string(applied)).To(ContainSubstring("deployment.apps/stackpilot-controller serverside-applied"))
+	// The Job executor is the default, runner Pods reach the controller
+	// through a Service of their own, and Stacks without a ServiceAccount
+	// act as their namespace's stackpilot-runner.
+	g.Expect(manifestsYAML).To(ContainSubstring("- --default-executor=Job"))
+	g.Expect(manifestsYAML).To(ContainSubstring("- --default-service-account=stackpilot-runner"))
+	g.Expect(string(applied)).To(ContainSubstring("service/stackpilot-runner serverside-applied"))
 
 	// Installed, the controller not running (no kubelet): only that fails.
 	out, errOut, code = adminCLI(t, kc, "", "check")
@@ -131,6 +137,8 @@ func TestAdminCLI(t *testing.T) {
 	g.Expect(code).To(Equal(0), out+errOut)
 	g.Expect(out).To(ContainSubstring("✔ controller stackpilot-system/stackpilot-controller v9.9.9 (registry.example/stackpilot-controller:v9.9.9, 1/1 ready)"))
 	g.Expect(out).To(ContainSubstring("✔ all checks passed"))
+	g.Expect(out).To(ContainSubstring("✔ the controller runs each operation as a Job (--default-executor=Job): a Stack writer acts only as the Stack's ServiceAccount"))
+	g.Expect(out).NotTo(ContainSubstring("whoever may create, update or patch a Stack holds"))
 
 	out, errOut, code = adminCLI(t, kc, "", "version")
 	g.Expect(code).To(Equal(0), errOut)

@@ -33,7 +33,7 @@ import (
 
 // rbacControlPlane is a bare control plane that aggregates ClusterRoles, with
 // Stackpilot installed (the controller's Deployment never runs: no kubelet).
-func rbacControlPlane(t *testing.T) (*controlplane.ControlPlane, client.Client) {
+func rbacControlPlane(t *testing.T, installArgs ...string) (*controlplane.ControlPlane, client.Client) {
 	t.Helper()
 	cp, err := controlplane.Start(context.Background(), controlplane.Options{
 		BinDir:      env.BinDir,
@@ -47,7 +47,7 @@ func rbacControlPlane(t *testing.T) (*controlplane.ControlPlane, client.Client) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code := adminCLI(t, cp.Kubeconfig, "", "install", "--image", "registry.example/stackpilot-controller:v9.9.9", "--wait=false")
+	_, errOut, code := adminCLI(t, cp.Kubeconfig, "", append([]string{"install", "--image", "registry.example/stackpilot-controller:v9.9.9", "--wait=false"}, installArgs...)...)
 	if code != 0 {
 		t.Fatalf("stackpilot install: exit %d\n%s", code, errOut)
 	}
@@ -111,19 +111,21 @@ func asUser(t *testing.T, cp *controlplane.ControlPlane, user string) client.Cli
 	return cl
 }
 
-// TestTenancyNamespaceRolesCannotWriteStacks (issue 21, item 0): with the
-// Local executor a program can act as the controller, so whoever may write a
-// Stack holds the controller's rights. The installed RBAC must therefore not
-// fold Stack writes into the built-in edit and admin roles: a namespace's
-// editor or admin may read Stacks (the viewer rights stay) but not create,
-// update, patch or delete them; the explicit editor role still grants them;
-// and `stackpilot check` says who holds the controller's rights, and fails,
-// naming the role to fix, when a ClusterRole folds Stack writes into edit.
+// TestTenancyNamespaceRolesCannotWriteStacks (issue 21, item 0; issue 23,
+// item 8): with the Local executor a program can act as the controller, so
+// whoever may write a Stack holds the controller's rights, and the Local
+// install (--executor=Local) must not fold Stack writes into the built-in
+// edit and admin roles: a namespace's editor or admin may read Stacks (the
+// viewer rights stay) but not create, update, patch or delete them; the
+// explicit editor role still grants them; and `stackpilot check` says who
+// holds the controller's rights, names the Stacks of other namespaces the
+// controller serves, and fails, naming the role to fix, when a ClusterRole
+// folds Stack writes into edit.
 func TestTenancyNamespaceRolesCannotWriteStacks(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
-	cp, cl := rbacControlPlane(t)
+	cp, cl := rbacControlPlane(t, "--executor=Local")
 	ns := "team-a"
 	g.Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	bindUser(g, cl, ns, "alice", "edit")
@@ -162,16 +164,19 @@ func TestTenancyNamespaceRolesCannotWriteStacks(t *testing.T) {
 	err = alice.Patch(ctx, &list.Items[0], client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"serviceAccountName":"x"}}`)))
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "alice patched a Stack: %v", err)
 
-	// check: one warning says who holds the controller's rights; nothing
-	// fails about roles (the Deployment is not ready: no kubelet).
+	// check: one warning says who holds the controller's rights, one names
+	// the Stack of another namespace that runs inside the controller, with
+	// the fix; nothing fails about roles.
 	setDeploymentReady(g, cl, true)
 	out, errOut, code := adminCLI(t, cp.Kubeconfig, "", "check")
 	g.Expect(code).To(Equal(0), out+errOut)
 	g.Expect(out).To(ContainSubstring("whoever may create, update or patch a Stack holds the controller's rights"))
+	g.Expect(out).To(ContainSubstring("⚠ the controller runs 1 Stack(s) outside its namespace stackpilot-system with the Local executor, inside the controller: team-a/web; " +
+		"whoever may write them can act as the controller. Run them as Jobs: reinstall with the Job executor (`stackpilot install`"))
 	g.Expect(out).To(ContainSubstring("✔ no built-in namespace role (admin, edit, view) lets its holders write Stacks"))
 
 	// A ClusterRole that folds Stack writes into edit and admin again (what
-	// an older install's editor role did): check fails once, naming it, the
+	// the Job install's editor role does): check fails once, naming it, the
 	// roles it reaches (admin also through edit) and the labels to remove.
 	var editor rbacv1.ClusterRole
 	g.Expect(cl.Get(ctx, client.ObjectKey{Name: "stackpilot-stack-editor-role"}, &editor)).To(Succeed())
@@ -191,11 +196,55 @@ func TestTenancyNamespaceRolesCannotWriteStacks(t *testing.T) {
 	g.Expect(errOut).To(ContainSubstring("stackpilot: 1 check(s) failed"))
 }
 
+// TestTenancyJobInstallLetsEditorsWriteStacks (issue 23, item 8): the
+// default install runs every operation as a Job acting as the Stack's
+// ServiceAccount, so a Stack writer holds only what the namespace's
+// ServiceAccounts hold: Stack writes are aggregated into edit and admin (not
+// view), check passes with them, and names a Stack that asks for Local
+// outside the controller's namespace (the controller refuses it).
+func TestTenancyJobInstallLetsEditorsWriteStacks(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	cp, cl := rbacControlPlane(t)
+	ns := "team-j"
+	g.Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	bindUser(g, cl, ns, "erin", "edit")
+	bindUser(g, cl, ns, "frank", "admin")
+	bindUser(g, cl, ns, "grace", "view")
+	waitAggregated(t, cl, map[string]string{"erin": ns, "frank": ns, "grace": ns})
+	for _, user := range []string{"erin", "frank"} {
+		for _, verb := range []string{"create", "update", "patch", "delete"} {
+			g.Expect(may(g, cl, user, nil, ns, v1alpha1.GroupVersion.Group, "stacks", verb)).To(BeTrue(), "%s may not %s Stacks", user, verb)
+		}
+	}
+	g.Expect(may(g, cl, "grace", nil, ns, v1alpha1.GroupVersion.Group, "stacks", "create")).To(BeFalse(), "a viewer may create Stacks")
+	g.Expect(may(g, cl, "grace", nil, ns, v1alpha1.GroupVersion.Group, "stacks", "get")).To(BeTrue())
+
+	stack := &v1alpha1.Stack{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inside"},
+		Spec: v1alpha1.StackSpec{
+			Source: v1alpha1.StackSource{Git: &v1alpha1.GitSource{URL: "https://git.example/web.git", Ref: &v1alpha1.GitRef{Branch: "main"}}},
+			Runner: &v1alpha1.RunnerSpec{Executor: v1alpha1.ExecutorLocal},
+		},
+	}
+	g.Expect(asUser(t, cp, "erin").Create(ctx, stack)).To(Succeed(), "an editor writes Stacks")
+	setDeploymentReady(g, cl, true)
+	out, errOut, code := adminCLI(t, cp.Kubeconfig, "", "check")
+	g.Expect(code).To(Equal(0), out+errOut)
+	g.Expect(out).To(ContainSubstring("✔ the controller runs each operation as a Job (--default-executor=Job): a Stack writer acts only as the Stack's ServiceAccount"))
+	g.Expect(out).To(ContainSubstring("⚠ 1 Stack(s) outside namespace stackpilot-system ask for the Local executor (spec.runner.executor: Local): team-j/inside; " +
+		"the controller refuses them (LocalExecutorNotAllowed) unless it runs with --allow-local-executor. Remove their spec.runner.executor to run them as Jobs"))
+	g.Expect(out).NotTo(ContainSubstring("whoever may create, update or patch a Stack holds"))
+	g.Expect(out).NotTo(ContainSubstring("✗"))
+}
+
 // TestTenancyControllerRBACIsLeast (issue 21, item 11): the installed
-// ClusterRole grants the controller no delete on Secrets or ConfigMaps
-// (nothing of it deletes them: the garbage collector removes the outputs
-// objects with their Stack) and no patch (it creates and updates them); its
-// digest key Secret is granted by a Role in its own namespace. And the real
+// ClusterRole grants the controller no delete on ConfigMaps (nothing of it
+// deletes them: the garbage collector removes the outputs objects with their
+// Stack) and no patch (it creates and updates them); Secrets it may also
+// patch and delete, for the Job executor's per-operation Secret (issue 23);
+// its digest key Secret is granted by a Role in its own namespace. And the real
 // controller, acting with exactly the installed rights, runs a Stack to
 // Ready, publishes its outputs, creates its digest key and is never refused.
 func TestTenancyControllerRBACIsLeast(t *testing.T) {
@@ -206,12 +255,16 @@ func TestTenancyControllerRBACIsLeast(t *testing.T) {
 	const sysNS = "stackpilot-system"
 	user := "system:serviceaccount:" + sysNS + ":stackpilot-controller"
 	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + sysNS, "system:authenticated"}
-	for _, res := range []string{"secrets", "configmaps"} {
-		for _, ns := range []string{"", "team-b", sysNS} {
-			for _, verb := range []string{"delete", "deletecollection", "patch"} {
-				g.Expect(may(g, cl, user, groups, ns, "", res, verb)).To(BeFalse(), "the controller may %s %s in namespace %q", verb, res, ns)
-			}
+	for _, ns := range []string{"", "team-b", sysNS} {
+		for _, verb := range []string{"delete", "deletecollection", "patch"} {
+			g.Expect(may(g, cl, user, groups, ns, "", "configmaps", verb)).To(BeFalse(), "the controller may %s configmaps in namespace %q", verb, ns)
 		}
+		g.Expect(may(g, cl, user, groups, ns, "", "secrets", "deletecollection")).To(BeFalse(), "the controller may deletecollection secrets in namespace %q", ns)
+	}
+	for _, verb := range []string{"patch", "delete"} {
+		g.Expect(may(g, cl, user, groups, "team-b", "", "secrets", verb)).To(BeTrue(), "the Job executor may not %s its per-operation Secret", verb)
+	}
+	for _, res := range []string{"secrets", "configmaps"} {
 		for _, verb := range []string{"get", "list", "watch", "create", "update"} {
 			g.Expect(may(g, cl, user, groups, "team-b", "", res, verb)).To(BeTrue(), "the controller may not %s %s", verb, res)
 		}

@@ -36,7 +36,8 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 // controller's defaults.
 func (r *StackReconciler) inputsResolver() inputsResolver {
 	return inputsResolver{&inp.Resolver{Client: r.APIReader, DefaultBackend: r.DefaultBackend, DefaultPassphraseSecret: r.DefaultPassphraseSecret,
-		DefaultServiceAccount: r.Tenancy.DefaultServiceAccount, DigestKey: r.DigestKey, AllowCrossNamespace: r.AllowCrossNamespaceRefs}}
+		DefaultServiceAccount: r.Tenancy.DefaultServiceAccount, DigestKey: r.DigestKey, AllowCrossNamespace: r.AllowCrossNamespaceRefs,
+		DefaultExecutor: r.DefaultExecutor, LocalNamespace: r.PodNamespace, AllowLocal: r.AllowLocalExecutor}}
 }
 
 type inputsResolver struct{ *inp.Resolver }

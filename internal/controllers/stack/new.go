@@ -69,6 +69,27 @@ type Config struct {
 	// (never earlier), so that Stacks created together do not wake together.
 	// Retries and backoff waits are not jittered. The zero value adds none.
 	IntervalJitter jitter.Interval
+	// DefaultExecutor is where operations of Stacks without
+	// spec.runner.executor run: v1alpha1.ExecutorLocal or ExecutorJob
+	// (--default-executor; checked at start).
+	DefaultExecutor string
+	// RunnerImage is the runner Pod's image of Job Stacks without
+	// spec.runner.image (--runner-image, else the controller's own image,
+	// pinned to the digest its node pulled when the node reports one; empty
+	// when the controller runs outside a Pod with Local as the default).
+	RunnerImage string
+	// MaxConcurrentJobs bounds the runner Jobs that run at once
+	// (--max-concurrent-jobs, at least 1).
+	MaxConcurrentJobs int
+	// RunnerEndpoint is the https URL at which runner Pods reach the
+	// controller (--runner-endpoint; by default the stackpilot-runner
+	// Service of the controller's namespace, port 9444).
+	RunnerEndpoint string
+	// AllowLocalExecutor lets Stacks of any namespace set
+	// spec.runner.executor: Local where DefaultExecutor is Job
+	// (--allow-local-executor); without it only the controller's namespace
+	// (PodNamespace) may.
+	AllowLocalExecutor bool
 }
 
 // sourceKinds are the source kinds a controller knows, reading Secrets and
