@@ -91,6 +91,7 @@ type flags struct {
 	maxConcurrentJobs  int
 	runnerEndpoint     string
 	runnerBindAddr     string
+	runnerCertDir      string
 	allowLocalExecutor bool
 }
 
@@ -119,6 +120,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the runner Pods of Stacks without spec.runner.image: any image with pulumi and the program's language host on PATH (default: the controller's own image, read from its Pod, which holds pulumi and the YAML language host).")
 	flag.IntVar(&f.maxConcurrentJobs, "max-concurrent-jobs", defaultMaxConcurrentJobs, "How many runner Jobs (operations of Job Stacks) run at once; more wait for a free slot.")
 	flag.StringVar(&f.runnerEndpoint, "runner-endpoint", "", "HTTPS URL at which runner Pods reach the controller to fetch their program and inputs and to report their result (default: https://stackpilot-runner.<the controller's namespace>.svc:9444).")
+	flag.StringVar(&f.runnerCertDir, "runner-cert-dir", "", "Directory holding tls.crt and tls.key (and ca.crt when another CA signed them) for the runner endpoint (default: a self-signed certificate for the --runner-endpoint host, made once and kept in the data dir, so that Pods of running Jobs still trust a restarted controller).")
 	flag.StringVar(&f.runnerBindAddr, "runner-bind-address", fmt.Sprintf(":%d", runnerPort), "Address of the HTTPS endpoint that runner Pods call (each request authenticated by its operation's credential).")
 	flag.BoolVar(&f.allowLocalExecutor, "allow-local-executor", false, "With --default-executor=Job, let Stacks outside the controller's namespace set spec.runner.executor to Local (refused by default: a Local program runs inside the controller and can act as it, and where Job is the default every namespace editor may write Stacks).")
 	opts := &zap.Options{}
@@ -219,6 +221,11 @@ func run() error {
 		ctrl.Log.Error(err, "no default runner image: Job Stacks without spec.runner.image cannot run")
 	}
 
+	jobs, err := jobExecutor(mgr, restConfig, f, dataDir, runnerImg)
+	if err != nil {
+		return err
+	}
+
 	r, err := stack.NewStackReconciler(mgr, stack.Config{
 		DataDir:                 dataDir,
 		DefaultBackend:          f.defaultBackend,
@@ -235,10 +242,8 @@ func run() error {
 		ArtifactMaxFiles:        f.artifactMaxFiles,
 		AllowCrossNamespaceRefs: f.allowCrossNamespaceRefs,
 		DefaultExecutor:         f.defaultExecutor,
-		RunnerImage:             runnerImg,
-		MaxConcurrentJobs:       f.maxConcurrentJobs,
-		RunnerEndpoint:          f.runnerEndpoint,
 		AllowLocalExecutor:      f.allowLocalExecutor,
+		JobExecutor:             jobs,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
 			WorkRoot:    filepath.Join(dataDir, "operations"),
@@ -254,7 +259,7 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := r.SetupWithManager(ctx, mgr, stack.Options{MaxConcurrentReconciles: f.concurrentOperations}); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, stack.Options{MaxConcurrentReconciles: reconcileWorkers(f)}); err != nil {
 		return err
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.

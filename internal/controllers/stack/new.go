@@ -39,9 +39,6 @@ type Config struct {
 	// JobExecutor runs the operations of Stacks whose executor is Job; nil
 	// when this controller has no runner channel.
 	JobExecutor JobExecutor
-	// DefaultExecutor is the executor of Stacks that name none
-	// (v1alpha1.ExecutorLocal or ExecutorJob; "" is Local).
-	DefaultExecutor string
 	// Tenancy chooses the identity programs act as (inputs.Tenancy); a nil
 	// RESTConfig is the manager's.
 	Tenancy Tenancy
@@ -73,18 +70,6 @@ type Config struct {
 	// spec.runner.executor run: v1alpha1.ExecutorLocal or ExecutorJob
 	// (--default-executor; checked at start).
 	DefaultExecutor string
-	// RunnerImage is the runner Pod's image of Job Stacks without
-	// spec.runner.image (--runner-image, else the controller's own image,
-	// pinned to the digest its node pulled when the node reports one; empty
-	// when the controller runs outside a Pod with Local as the default).
-	RunnerImage string
-	// MaxConcurrentJobs bounds the runner Jobs that run at once
-	// (--max-concurrent-jobs, at least 1).
-	MaxConcurrentJobs int
-	// RunnerEndpoint is the https URL at which runner Pods reach the
-	// controller (--runner-endpoint; by default the stackpilot-runner
-	// Service of the controller's namespace, port 9444).
-	RunnerEndpoint string
 	// AllowLocalExecutor lets Stacks of any namespace set
 	// spec.runner.executor: Local where DefaultExecutor is Job
 	// (--allow-local-executor); without it only the controller's namespace
