@@ -62,6 +62,8 @@ type Server struct {
 	bin  string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// superPassword is the superuser's, kept in memory for AddDatabase.
+	superPassword string
 }
 
 // dirPrefix names the servers' directories, which cleanStale looks for.
@@ -132,7 +134,28 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.bin = bin
+	s.superPassword = superPassword
 	return s, nil
+}
+
+// AddDatabase creates another role (random password) and a database it
+// owns on the same server, as a second tenant's backend would be, and
+// returns a Server for them: its Query and URLs use that role and database;
+// its Stop does nothing (stop s). The new database keeps PostgreSQL's
+// default grants (PUBLIC may connect), so what keeps s's role from the other
+// tenant's tables is the tables' own privileges.
+func (s *Server) AddDatabase(ctx context.Context, database, user string) (*Server, error) {
+	o := &Server{Port: s.Port, Database: database, User: user, Password: randomHex(16), bin: s.bin, done: s.done}
+	sql := fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s;\nCREATE DATABASE %s OWNER %s;\n",
+		quoteIdent(o.User), quoteLiteral(o.Password), quoteIdent(o.Database), quoteIdent(o.User))
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "-d", "postgres")
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+s.superPassword, "PGCONNECT_TIMEOUT=10")
+	cmd.Stdin = strings.NewReader(sql)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("postgres: add database %s: %v: %s", database, err, strings.TrimSpace(string(out)))
+	}
+	return o, nil
 }
 
 // Query runs sql (one or more statements) with psql as the server's user in

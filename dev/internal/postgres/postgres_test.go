@@ -83,3 +83,29 @@ func TestPulumiBackend(t *testing.T) {
 	_, err = net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
 	g.Expect(err).To(HaveOccurred(), "the server still listens after Stop")
 }
+
+// TestAddDatabase: a second role and database on the same server, each role
+// at home in its own database and refused the other's table.
+func TestAddDatabase(t *testing.T) {
+	requirePostgres(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	s, err := postgres.Start(ctx, postgres.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(s.Stop)
+	o, err := s.AddDatabase(ctx, "other", "other")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.Password).NotTo(Equal(s.Password))
+	g.Expect(o.URL()).To(HaveSuffix(":" + strconv.Itoa(s.Port) + "/other?sslmode=disable"))
+	_, err = o.Query(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('x');")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.Query(ctx, "SELECT current_user, current_database(), count(*) FROM kept")).To(Equal("other|other|1"))
+
+	// s's role, in o's database (PUBLIC may connect by default): refused the table.
+	intruder := *o
+	intruder.User, intruder.Password = s.User, s.Password
+	_, err = intruder.Query(ctx, "SELECT count(*) FROM kept")
+	g.Expect(err).To(MatchError(ContainSubstring("permission denied for table kept")))
+	o.Stop() // a view of s: s still answers
+	g.Expect(s.Query(ctx, "SELECT 1")).To(Equal("1"))
+}
