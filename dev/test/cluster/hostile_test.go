@@ -82,7 +82,7 @@ func testHostileProgram(t *testing.T, f *jobFixture) {
 		s.Spec.Config["namespace"] = apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf("%q", victim))}
 		s.Spec.Timeout = &metav1.Duration{Duration: 30 * time.Minute}
 	})
-	f.gatedPod(victim) // the up is past its stack's creation: the state is in the victim's database
+	f.gatedPod(t, victim) // the up is past its stack's creation: the state is in the victim's database
 	victimOp := f.runnerPod(vkey).Labels["stackpilot.dev/operation"]
 	g.Expect(victimOp).NotTo(BeEmpty())
 
@@ -112,7 +112,7 @@ func testHostileProgram(t *testing.T, f *jobFixture) {
 
 	// The victim's up, held until now, goes on as the same operation: it was
 	// registered all through the attack.
-	f.openGate(victim)
+	f.openGate(t, victim)
 	vs := f.waitReady(vkey, victimCommit)
 	g.Expect(vs.Status.History).To(ContainElement(And(
 		HaveField("ID", victimOp), HaveField("Outcome", BeEquivalentTo("succeeded")))),
@@ -134,6 +134,13 @@ func testHostileProgram(t *testing.T, f *jobFixture) {
 		"the victim's DB password":  victimDB.Password,
 	}
 	f.checkNoSecret(t, secrets, []client.ObjectKey{hkey, vkey}, []string{f.ns, victim})
+
+	// Quiet for what runs next in the fixture (no destroy: not this test's subject).
+	for _, key := range []client.ObjectKey{hkey, vkey} {
+		if err := f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+			t.Errorf("delete Stack %s: %v", key, err)
+		}
+	}
 }
 
 // hostileImage is the user image with dev/internal/cluster/hostile as
@@ -234,10 +241,10 @@ resources:
 }
 
 // gatedPod waits for the gated Deployment's Pod in ns.
-func (f *jobFixture) gatedPod(ns string) *corev1.Pod {
-	f.t.Helper()
+func (f *jobFixture) gatedPod(t *testing.T, ns string) *corev1.Pod {
+	t.Helper()
 	var pod *corev1.Pod
-	NewWithT(f.t).Eventually(func(g Gomega) {
+	NewWithT(t).Eventually(func(g Gomega) {
 		var pods corev1.PodList
 		g.Expect(f.k.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": "gated"})).To(Succeed())
 		g.Expect(pods.Items).To(HaveLen(1))
@@ -247,10 +254,10 @@ func (f *jobFixture) gatedPod(ns string) *corev1.Pod {
 }
 
 // openGate sets the gated Pod's readiness gate.
-func (f *jobFixture) openGate(ns string) {
-	f.t.Helper()
-	NewWithT(f.t).Eventually(func() error {
-		pod := f.gatedPod(ns)
+func (f *jobFixture) openGate(t *testing.T, ns string) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		pod := f.gatedPod(t, ns)
 		patched := pod.DeepCopy()
 		patched.Status.Conditions = append(patched.Status.Conditions, corev1.PodCondition{
 			Type: gateCondition, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
