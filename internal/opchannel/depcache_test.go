@@ -87,7 +87,7 @@ func TestDepCacheKeysAndNamespaces(t *testing.T) {
 	// Another namespace's Pod, with its own valid credential, finds nothing
 	// of team's, and what it sends stays its own.
 	if code, text := c.call(http.MethodGet, "op-other", "deps/"+keyA, other, nil); code != http.StatusNotFound {
-		t.Fatalf("another namespace read team's entry: %d %s", code, text)
+		t.Fatalf("another namespace read team's entry: %d (%d bytes)", code, len(text))
 	}
 	if code, text := c.call(http.MethodPut, "op-other", "deps/"+keyA, other, gz(t, 10)); code != http.StatusOK {
 		t.Fatalf("PUT of another namespace: %d %s", code, text)
