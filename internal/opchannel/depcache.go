@@ -57,6 +57,9 @@ const (
 // more files than a program tree.
 var DepsLimits = artifact.Limits{MaxBytes: 4 << 30, MaxFiles: 500_000}
 
+// uploadPatience is how long the controller reads one entry.
+const uploadPatience = 30 * time.Minute
+
 // staleTemp is the age past which a temporary file of an upload is an
 // upload that died with its controller.
 const staleTemp = time.Hour
@@ -187,6 +190,9 @@ func (s *Server) putDeps(w http.ResponseWriter, r *http.Request, reg *registrati
 		http.Error(w, fmt.Sprintf("the entry is larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
 		return
 	}
+	// The listener bounds a request's reading to minutes (listener.go), an
+	// entry may take longer to arrive; its size is bounded instead.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadPatience))
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		http.Error(w, "the controller cannot write the dependency cache", http.StatusInternalServerError)

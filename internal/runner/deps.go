@@ -110,12 +110,13 @@ func (e *DepsError) Error() string { return e.Reason }
 // Spec.Env, which the key's toolchain probe and the install see.
 func PlanDeps(ctx context.Context, dir, cacheRoot string, env map[string]string) (*Deps, error) {
 	var p project
-	name, data, err := readProject(dir)
-	if err != nil {
+	data, err := readProject(dir)
+	if err != nil || data == nil {
 		return nil, err
 	}
 	if err := yaml.Unmarshal(data, &p); err != nil {
-		return nil, &DepsError{Reason: fmt.Sprintf("%s is not valid YAML: %v", name, err)}
+		// The run says so (ProjectName), as for any program.
+		return nil, nil
 	}
 	var d *Deps
 	switch p.Runtime.Name {
@@ -143,15 +144,16 @@ func PlanDeps(ctx context.Context, dir, cacheRoot string, env map[string]string)
 	return d, nil
 }
 
-func readProject(dir string) (string, []byte, error) {
+// readProject reads the project file; none is nil (the run then says so).
+func readProject(dir string) ([]byte, error) {
 	for _, name := range projectFileNames {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		return name, data, err
+		return data, err
 	}
-	return "", nil, &DepsError{Reason: "no Pulumi.yaml in the program directory"}
+	return nil, nil
 }
 
 // firstFile is the first of names that is a regular file in dir, or "".

@@ -49,6 +49,9 @@ func TestPlanDeps(t *testing.T) {
 		want string
 	}{
 		{"yaml", map[string]string{"Pulumi.yaml": "name: p\nruntime: yaml\n"}, ""},
+		{"no project file", map[string]string{"package-lock.json": "{}"}, ""},
+		{"a project file that is not YAML", map[string]string{"Pulumi.yaml": "runtime: [nodejs\n", "package-lock.json": "{}"}, ""},
+		{"Pulumi.yml", map[string]string{"Pulumi.yml": "name: p\nruntime: nodejs\n", "package-lock.json": "{}"}, "npm package-lock.json node_modules"},
 		{"nodejs without a lockfile", map[string]string{"Pulumi.yaml": "name: p\nruntime: nodejs\n", "package.json": "{}"}, ""},
 		{"npm", map[string]string{"Pulumi.yaml": "name: p\nruntime: nodejs\n", "package-lock.json": "{}"}, "npm package-lock.json node_modules"},
 		{"yarn guessed", map[string]string{"Pulumi.yaml": "name: p\nruntime: nodejs\n", "yarn.lock": "x", "package-lock.json": "{}"}, "yarn yarn.lock node_modules"},
