@@ -274,53 +274,66 @@ func TestRunPodDependencyCacheNone(t *testing.T) {
 	}
 }
 
-// A Python program with a virtualenv: the first Pod makes it (python3 -m
-// venv, pip install -r requirements.txt, offline: the requirements name
-// nothing), the second restores it and makes its links to the interpreter
-// again, which the entry cannot carry. The Python language host is not
-// installed here either: the assertions are on the virtualenv.
+// A Python program, with a virtualenv option (the virtualenv in its folder)
+// and without (one under the work root, whose python the language host is
+// told to run): the first Pod makes it (python3 -m venv, pip install -r
+// requirements.txt, offline: the requirements name nothing), the second
+// restores it and makes its links to the interpreter again, which the entry
+// cannot carry. The Python language host is not installed here either: the
+// assertions are on the virtualenv.
 func TestRunPodDependencyCachePython(t *testing.T) {
 	env := pulumiOnPath(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: the Python dependency cache cannot be tried here")
 	}
 	t.Setenv("PIP_NO_INDEX", "1") // pip reaches no index, whatever happens
-	c, cacheDir := depsChannel(t, 0)
-	tree, digest := makeTree(t, map[string]string{
-		"prog/Pulumi.yaml":      "name: py\nruntime:\n  name: python\n  options:\n    toolchain: pip\n    virtualenv: venv\n",
-		"prog/requirements.txt": "# nothing to download\n",
-		"prog/__main__.py":      "import pulumi\n",
-	})
-	spec := runner.Spec{Type: runner.OpUp, WorkDir: "prog", StackName: "dev",
-		Backend: "file://" + filepath.Join(t.TempDir(), "state"), Env: env, Timeout: runner.Duration(5 * time.Minute)}
-	venvPython := func(o PodOptions) string {
-		t.Helper()
-		venv := filepath.Join(o.WorkRoot, treeDir, "prog", "venv")
-		out, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import sys; print(sys.prefix)").CombinedOutput()
-		if err != nil {
-			t.Fatalf("the virtualenv's python does not run: %v\n%s", err, out)
-		}
-		if got := strings.TrimSpace(string(out)); got != venv {
-			t.Fatalf("the virtualenv's prefix is %s, want %s", got, venv)
-		}
-		return venv
-	}
+	for _, tc := range []struct {
+		name, options string
+		venv          func(o PodOptions) string
+	}{
+		{"virtualenv option", "\n  options:\n    toolchain: pip\n    virtualenv: venv",
+			func(o PodOptions) string { return filepath.Join(o.WorkRoot, treeDir, "prog", "venv") }},
+		{"no virtualenv option", "",
+			func(o PodOptions) string { return filepath.Join(o.WorkRoot, depsDir, "venv") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cacheDir := depsChannel(t, 0)
+			tree, digest := makeTree(t, map[string]string{
+				"prog/Pulumi.yaml":      "name: py\nruntime:\n  name: python" + tc.options + "\n",
+				"prog/requirements.txt": "# nothing to download\n",
+				"prog/__main__.py":      "import pulumi\n",
+			})
+			spec := runner.Spec{Type: runner.OpUp, WorkDir: "prog", StackName: "dev",
+				Backend: "file://" + filepath.Join(t.TempDir(), "state"), Env: env, Timeout: runner.Duration(5 * time.Minute)}
+			venvPython := func(o PodOptions) {
+				t.Helper()
+				venv := tc.venv(o)
+				out, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import sys; print(sys.prefix)").CombinedOutput()
+				if err != nil {
+					t.Fatalf("the virtualenv's python does not run: %v\n%s", err, out)
+				}
+				if got := strings.TrimSpace(string(out)); got != venv {
+					t.Fatalf("the virtualenv's prefix is %s, want %s", got, venv)
+				}
+				if _, err := os.Stat(filepath.Join(venv, "lib")); err != nil {
+					t.Fatalf("the virtualenv has no lib: %v", err)
+				}
+			}
 
-	o, res := depsRunPod(t, c, newOp(t, "op-py-miss", tree, digest, spec))
-	if res.DependencyCache != runner.DepCacheMiss || strings.Contains(res.Message, "installing the program's dependencies") {
-		t.Fatalf("first operation: dependencyCache %q: %s", res.DependencyCache, res.Message)
-	}
-	venvPython(o)
-	if entries, _ := filepath.Glob(filepath.Join(cacheDir, "team", "*.tar.gz")); len(entries) != 1 {
-		t.Fatalf("the cache of namespace team holds %v, want one entry", entries)
-	}
+			o, res := depsRunPod(t, c, newOp(t, "op-py-miss", tree, digest, spec))
+			if res.DependencyCache != runner.DepCacheMiss || strings.Contains(res.Message, "installing the program's dependencies") {
+				t.Fatalf("first operation: dependencyCache %q: %s", res.DependencyCache, res.Message)
+			}
+			venvPython(o)
+			if entries, _ := filepath.Glob(filepath.Join(cacheDir, "team", "*.tar.gz")); len(entries) != 1 {
+				t.Fatalf("the cache of namespace team holds %v, want one entry", entries)
+			}
 
-	o, res = depsRunPod(t, c, newOp(t, "op-py-hit", tree, digest, spec))
-	if res.DependencyCache != runner.DepCacheHit {
-		t.Fatalf("second operation: dependencyCache %q, want hit: %s", res.DependencyCache, res.Message)
-	}
-	venv := venvPython(o)
-	if _, err := os.Stat(filepath.Join(venv, "lib")); err != nil {
-		t.Fatalf("the restored virtualenv has no lib: %v", err)
+			o, res = depsRunPod(t, c, newOp(t, "op-py-hit", tree, digest, spec))
+			if res.DependencyCache != runner.DepCacheHit {
+				t.Fatalf("second operation: dependencyCache %q, want hit: %s", res.DependencyCache, res.Message)
+			}
+			venvPython(o)
+		})
 	}
 }

@@ -123,7 +123,7 @@ func PlanDeps(ctx context.Context, dir, cacheRoot string, env map[string]string)
 	case "nodejs":
 		d, err = nodeDeps(dir, p)
 	case "python":
-		d, err = pythonDeps(dir, p)
+		d, err = pythonDeps(dir, cacheRoot, p)
 	case "go":
 		d, err = goDeps(dir, cacheRoot)
 	default: // yaml, and runtimes whose installs the runner does not know
@@ -232,16 +232,20 @@ func venvPath(option string) (string, bool) {
 	return clean, true
 }
 
-func pythonDeps(dir string, p project) (*Deps, error) {
+func pythonDeps(dir, cacheRoot string, p project) (*Deps, error) {
 	opts := p.Runtime.Options
 	var d *Deps
 	switch opts.Toolchain {
 	case "", "pip":
-		// Without a virtualenv, Pulumi runs the image's python with the
-		// image's packages: nothing of the program's folder to install.
-		venv, ok := venvPath(opts.Virtualenv)
-		if !ok || firstFile(dir, "requirements.txt") == "" {
+		if firstFile(dir, "requirements.txt") == "" {
 			return nil, nil
+		}
+		if opts.Virtualenv == "" {
+			return ambientVenv(dir, cacheRoot), nil
+		}
+		venv, ok := venvPath(opts.Virtualenv)
+		if !ok {
+			return nil, nil // the image's virtualenv
 		}
 		// Pulumi's pip toolchain installs only into a missing or empty
 		// virtualenv, and uses one whose bin/python exists as it is.
@@ -286,6 +290,25 @@ func pythonDeps(dir string, p project) (*Deps, error) {
 	}
 	d.Base = dir
 	return d, nil
+}
+
+// ambientVenv is the install of a pip program without a virtualenv option.
+// Pulumi's pip toolchain then runs the first python3 on PATH, installing
+// nothing, and the image's python has none of the program's packages (its
+// root file system is read-only besides). So the requirements go into a
+// virtualenv outside the tree, under cacheRoot, whose python the language
+// host runs: PULUMI_PYTHON_CMD names the python the pip toolchain uses
+// without a virtualenv.
+func ambientVenv(dir, cacheRoot string) *Deps {
+	venv := filepath.Join(cacheRoot, "venv")
+	d := &Deps{Manager: "pip", Lockfile: "requirements.txt", Base: cacheRoot, Paths: []string{"venv"},
+		Env: map[string]string{"PULUMI_PYTHON_CMD": filepath.Join(venv, "bin", "python")}}
+	d.install = []step{
+		{"python3", []string{"-m", "venv", venv}},
+		{filepath.Join(venv, "bin", "python"), []string{"-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-r", "requirements.txt"}},
+	}
+	d.restored = []step{relinkVenv(venv)}
+	return d
 }
 
 // relinkVenv makes a restored virtualenv's links to its interpreter again.
