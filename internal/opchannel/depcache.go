@@ -40,8 +40,13 @@ import (
 //     the earlier one: a Pod sends one only after a miss, so after it found
 //     none, or one it could not restore (which heals it). That gives a Pod
 //     no power it lacked: it could have sent the first entry of any key.
-//   - Each namespace is bounded (DepCache.MaxNamespaceBytes): past it, the
-//     entries used longest ago go first (a hit touches its entry).
+//   - Each namespace is bounded (DepCache.MaxNamespaceBytes), and so is
+//     the whole cache (DepCache.MaxBytes: it shares the controller's data
+//     volume, whose emptyDir has a sizeLimit): past a bound, the entries
+//     used longest ago go first (a hit touches its entry). The whole
+//     cache's bound lets one namespace's new entries push out another's
+//     old ones: that costs the other an install, never an entry of its own
+//     being read by someone else.
 //   - The Pod unpacks an entry with artifact.Untar and DepsLimits: an entry
 //     is an archive from a tenant like any other.
 
@@ -50,7 +55,11 @@ const (
 	// MaxDepsBytes bounds one entry (compressed), as the Pod sends it.
 	MaxDepsBytes = 1 << 30
 	// DefaultMaxNamespaceDepsBytes bounds one namespace's entries.
-	DefaultMaxNamespaceDepsBytes = 4 << 30
+	DefaultMaxNamespaceDepsBytes = 2 << 30
+	// DefaultMaxDepsBytes bounds the whole cache: the installed manager's
+	// data volume has a sizeLimit of 10Gi, shared with the artifacts and
+	// the work directories.
+	DefaultMaxDepsBytes = 4 << 30
 )
 
 // DepsLimits bound what a Pod unpacks of an entry: a node_modules has many
@@ -71,12 +80,15 @@ type DepCache struct {
 	// MaxNamespaceBytes bounds each namespace's entries; zero means
 	// DefaultMaxNamespaceDepsBytes.
 	MaxNamespaceBytes int64
+	// MaxBytes bounds all the namespaces' entries; zero means
+	// DefaultMaxDepsBytes.
+	MaxBytes int64
 }
 
 // depCache is a Server's dependency cache.
 type depCache struct {
 	DepCache
-	mu sync.Mutex // orders the renames and the trimming of a namespace
+	mu sync.Mutex // orders the renames and the trimming
 }
 
 // UseDependencyCache turns the dependency cache on: Pods of registered
@@ -89,6 +101,9 @@ func (s *Server) UseDependencyCache(c DepCache) error {
 	}
 	if c.MaxNamespaceBytes <= 0 {
 		c.MaxNamespaceBytes = DefaultMaxNamespaceDepsBytes
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxDepsBytes
 	}
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return fmt.Errorf("opchannel: the dependency cache: %w", err)
@@ -185,7 +200,7 @@ func (s *Server) putDeps(w http.ResponseWriter, r *http.Request, reg *registrati
 	if !ok {
 		return
 	}
-	limit := min(int64(MaxDepsBytes), c.MaxNamespaceBytes)
+	limit := min(int64(MaxDepsBytes), c.MaxNamespaceBytes, c.MaxBytes)
 	if r.ContentLength > limit {
 		http.Error(w, fmt.Sprintf("the entry is larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
 		return
@@ -210,7 +225,7 @@ func (s *Server) putDeps(w http.ResponseWriter, r *http.Request, reg *registrati
 		http.Error(w, "the controller cannot write the dependency cache", http.StatusInternalServerError)
 		return
 	}
-	c.trim(dir, path)
+	c.trim(path)
 	_, _ = io.WriteString(w, "cached\n")
 }
 
@@ -254,23 +269,45 @@ func receiveEntry(w http.ResponseWriter, r *http.Request, dir string, limit int6
 	return f.Name(), 0, nil
 }
 
-// trim removes the namespace's entries used longest ago until the rest fit
-// in MaxNamespaceBytes, never the one just written (keep), and the
-// temporary files of uploads that died. Errors leave entries: the bound is
-// met at a later upload.
-func (c *depCache) trim(dir, keep string) {
-	entries, err := os.ReadDir(dir)
+// cacheEntry is one entry file: its size and when it was last used.
+type cacheEntry struct {
+	path string
+	size int64
+	used time.Time
+}
+
+// trim removes entries used longest ago, first of keep's namespace until
+// the rest fit in MaxNamespaceBytes, then of the whole cache until it fits
+// in MaxBytes, never keep (the one just written); and the temporary files
+// of uploads that died. Errors leave entries: a later upload trims again.
+func (c *depCache) trim(keep string) {
+	ns, total := c.entries(filepath.Dir(keep))
+	evict(ns, total, c.MaxNamespaceBytes, keep)
+	dirs, err := os.ReadDir(c.Dir)
 	if err != nil {
 		return
 	}
-	type entry struct {
-		path string
-		size int64
-		used time.Time
+	var all []cacheEntry
+	total = 0
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		es, t := c.entries(filepath.Join(c.Dir, d.Name()))
+		all, total = append(all, es...), total+t
 	}
-	var all []entry
+	evict(all, total, c.MaxBytes, keep)
+}
+
+// entries are the entries of one namespace's folder and their total size.
+func (c *depCache) entries(dir string) ([]cacheEntry, int64) {
+	list, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0
+	}
+	var all []cacheEntry
 	var total int64
-	for _, e := range entries {
+	for _, e := range list {
 		fi, err := e.Info()
 		if err != nil || !fi.Mode().IsRegular() {
 			continue
@@ -283,14 +320,21 @@ func (c *depCache) trim(dir, keep string) {
 			continue
 		}
 		total += fi.Size()
-		if p != keep {
-			all = append(all, entry{p, fi.Size(), fi.ModTime()})
-		}
+		all = append(all, cacheEntry{p, fi.Size(), fi.ModTime()})
 	}
-	slices.SortFunc(all, func(a, b entry) int { return cmp.Compare(a.used.UnixNano(), b.used.UnixNano()) })
+	return all, total
+}
+
+// evict removes entries, used longest ago first, until total fits in max;
+// never keep.
+func evict(all []cacheEntry, total, max int64, keep string) {
+	slices.SortFunc(all, func(a, b cacheEntry) int { return cmp.Compare(a.used.UnixNano(), b.used.UnixNano()) })
 	for _, e := range all {
-		if total <= c.MaxNamespaceBytes {
+		if total <= max {
 			return
+		}
+		if e.path == keep {
+			continue
 		}
 		if err := os.Remove(e.path); err == nil || errors.Is(err, fs.ErrNotExist) {
 			total -= e.size

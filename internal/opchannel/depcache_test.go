@@ -203,3 +203,42 @@ func TestDepCacheBound(t *testing.T) {
 		t.Errorf("temporary files left: %v", leftovers)
 	}
 }
+
+// The whole cache is bounded too: past it, the entries used longest ago go
+// first, whichever namespace they are of, never the one just written.
+func TestDepCacheTotalBound(t *testing.T) {
+	c := newChannel(t, nil)
+	dir := filepath.Join(t.TempDir(), "deps")
+	if err := c.srv.UseDependencyCache(DepCache{Dir: dir, MaxBytes: 2500}); err != nil {
+		t.Fatal(err)
+	}
+	team := registerStack(t, c, "op-team", "team/app")
+	other := registerStack(t, c, "op-other", "other/app")
+	put := func(id, cred, key string) {
+		t.Helper()
+		if code, text := c.call(http.MethodPut, id, "deps/"+key, cred, gz(t, 1000)); code != http.StatusOK {
+			t.Fatalf("PUT: %d %s", code, text)
+		}
+	}
+	age := func(ns, key string, ago time.Duration) {
+		t.Helper()
+		at := time.Now().Add(-ago)
+		if err := os.Chtimes(filepath.Join(dir, ns, key+".tar.gz"), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("op-team", team, keyA)
+	age("team", keyA, time.Hour)
+	put("op-other", other, keyB)
+	age("other", keyB, 2*time.Hour)
+	put("op-team", team, keyC)
+	for _, e := range []struct {
+		ns, key string
+		want    bool
+	}{{"team", keyA, true}, {"other", keyB, false}, {"team", keyC, true}} {
+		_, err := os.Stat(filepath.Join(dir, e.ns, e.key+".tar.gz"))
+		if (err == nil) != e.want {
+			t.Errorf("entry %s/%s kept = %v, want %v", e.ns, e.key[:1], err == nil, e.want)
+		}
+	}
+}
