@@ -106,8 +106,9 @@ func (e *DepsError) Error() string { return e.Reason }
 // is not the same twice), and when the tree already holds the install (a
 // node_modules, a virtualenv or a vendor folder committed or built into the
 // artifact: pulumi-kubernetes-operator#374 asks for exactly that). cacheRoot
-// is a writable folder of the Pod outside the tree, for Go's caches. env is
-// Spec.Env, which the key's toolchain probe and the install see.
+// is a writable folder of the Pod outside the tree, for Go's caches and the
+// virtualenv of a pip program without one. env is Spec.Env, which the key's
+// toolchain probe and the install see.
 func PlanDeps(ctx context.Context, dir, cacheRoot string, env map[string]string) (*Deps, error) {
 	var p project
 	data, err := readProject(dir)
@@ -241,7 +242,7 @@ func pythonDeps(dir, cacheRoot string, p project) (*Deps, error) {
 			return nil, nil
 		}
 		if opts.Virtualenv == "" {
-			return ambientVenv(dir, cacheRoot), nil
+			return ambientVenv(cacheRoot), nil
 		}
 		venv, ok := venvPath(opts.Virtualenv)
 		if !ok {
@@ -299,7 +300,7 @@ func pythonDeps(dir, cacheRoot string, p project) (*Deps, error) {
 // virtualenv outside the tree, under cacheRoot, whose python the language
 // host runs: PULUMI_PYTHON_CMD names the python the pip toolchain uses
 // without a virtualenv.
-func ambientVenv(dir, cacheRoot string) *Deps {
+func ambientVenv(cacheRoot string) *Deps {
 	venv := filepath.Join(cacheRoot, "venv")
 	d := &Deps{Manager: "pip", Lockfile: "requirements.txt", Base: cacheRoot, Paths: []string{"venv"},
 		Env: map[string]string{"PULUMI_PYTHON_CMD": filepath.Join(venv, "bin", "python")}}
