@@ -745,7 +745,26 @@ type OperationRecord struct {
 	// it succeeded or still runs.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+
+	// DependencyCache says how a Job operation's Pod got the program's
+	// dependencies: hit (restored from the dependency cache of the Stack's
+	// namespace, no package manager ran), miss (installed from the
+	// lockfile, then offered to the cache); empty when there was nothing to
+	// install (a YAML program, no lockfile, dependencies already in the
+	// source) or the Local executor ran it.
+	// +kubebuilder:validation:Enum=hit;miss
+	// +optional
+	DependencyCache DependencyCacheResult `json:"dependencyCache,omitempty"`
 }
+
+// DependencyCacheResult is what an operation's Pod found in the dependency
+// cache.
+type DependencyCacheResult string
+
+const (
+	DependencyCacheHit  DependencyCacheResult = "hit"
+	DependencyCacheMiss DependencyCacheResult = "miss"
+)
 
 // ChangeSummary counts resources by the step Pulumi took for them.
 type ChangeSummary struct {

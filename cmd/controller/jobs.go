@@ -33,6 +33,11 @@ func jobExecutor(mgr ctrl.Manager, cfg *rest.Config, f *flags, dataDir, runnerIm
 		}
 	}
 	channel := opchannel.NewServer()
+	// Per namespace, bounded: the runner Pods' installs of their programs'
+	// dependencies (internal/opchannel/depcache.go).
+	if err := channel.UseDependencyCache(opchannel.DepCache{Dir: filepath.Join(dataDir, "deps")}); err != nil {
+		return nil, err
+	}
 	l, caPEM, err := opchannel.Listen(f.runnerBindAddr, f.runnerEndpoint, certDir)
 	if err != nil {
 		return nil, fmt.Errorf("--runner-bind-address: %w", err)

@@ -322,4 +322,24 @@ func TestPodStatesEndTheWait(t *testing.T) {
 	})
 }
 
+// A runner that reports a cancelled operation the controller did not
+// cancel was stopped by others (its Pod deleted, evicted, drained): the
+// operation is interrupted, and runs again.
+func TestCancelledByOthersIsInterrupted(t *testing.T) {
+	c := jobEnv(t)
+	ns := newNamespace(t, c, nil)
+	stack := newStack(t, c, ns, nil)
+	ch := &fakeChannel{}
+	j := &Job{Client: c, Channel: ch, Endpoint: "https://10.0.0.1:9444", RunnerImage: "runner:1"}
+	req := jobRequest(stack, "up-20261203-080000-00000005")
+	go func() {
+		waitFor(t, "the runner Pod", func() bool { return len(podsWithOperation(t, c, ns, req.Spec.ID)) == 1 })
+		ch.send(req.Spec.ID, runner.Result{APIVersion: runner.APIVersion, ID: req.Spec.ID, Outcome: runner.OutcomeCancelled, Message: "terminated"})
+	}()
+	res, err := j.Run(context.Background(), req)
+	if err != nil || res.Outcome != OutcomeInterrupted || !strings.Contains(res.Message, "runner Pod was stopped") {
+		t.Fatalf("Run: %+v, %v; want an interrupted result", res, err)
+	}
+}
+
 func ptrTo[T any](v T) *T { return &v }

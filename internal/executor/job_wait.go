@@ -36,7 +36,7 @@ func (j *Job) wait(ctx context.Context, spec runner.Spec, job *batchv1.Job, canc
 	for {
 		select {
 		case res := <-results:
-			return res, nil
+			return stoppedByOthers(res), nil
 		case <-ctx.Done():
 			// The controller is stopping (it sets no other end to an
 			// operation's context): the Pod is not its process, and goes
@@ -75,6 +75,24 @@ func (j *Job) wait(ctx context.Context, spec runner.Spec, job *batchv1.Job, canc
 		}
 	}
 }
+
+// stoppedByOthers: a runner that reports a cancelled operation the
+// controller did not cancel was stopped by someone else: its Pod was
+// deleted or evicted, or its node drained. The operation was interrupted,
+// not cancelled: it runs again, and its lock, if Pulumi left one, may be
+// cleared once the Pod is gone.
+func stoppedByOthers(res runner.Result) runner.Result {
+	if res.Outcome != runner.OutcomeCancelled {
+		return res
+	}
+	res.Outcome = OutcomeInterrupted
+	res.Message = "the runner Pod was stopped (deleted, evicted or its node drained) while the operation ran: " + res.Message
+	return res
+}
+
+// OutcomeInterrupted is the outcome of an operation whose runner was
+// stopped by something other than the controller (v1alpha1.OutcomeInterrupted).
+const OutcomeInterrupted runner.Outcome = "interrupted"
 
 // stop asks the runner to cancel: deleting its Pod sends it SIGTERM, and
 // the Pod's grace period gives Pulumi the time to finish the steps in

@@ -26,6 +26,8 @@
 //	PUT  /v1/operations/{id}/progress  a runner.Progress document
 //	PUT  /v1/operations/{id}/plan      a preview's saved plan (OpPreview with a Plan only)
 //	PUT  /v1/operations/{id}/result    the runner.Result, once
+//	GET  /v1/operations/{id}/deps/{key}  a dependency cache entry of the operation's namespace (depcache.go)
+//	PUT  /v1/operations/{id}/deps/{key}  a new one, after the Pod installed the program's dependencies
 //
 // Why each goes that way:
 //
@@ -65,6 +67,7 @@
 // # Wiring, for the Job executor
 //
 //	srv := opchannel.NewServer()
+//	srv.UseDependencyCache(opchannel.DepCache{Dir: filepath.Join(dataDir, "deps")})
 //	l, caPEM, err := opchannel.Listen(addr, endpoint, certDir)
 //	l.Handler = srv.Handler()
 //	mgr.Add(l)

@@ -62,6 +62,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+pathPrefix+"{id}/progress", s.guard(s.putProgress))
 	mux.HandleFunc("PUT "+pathPrefix+"{id}/plan", s.guard(s.putPlan))
 	mux.HandleFunc("PUT "+pathPrefix+"{id}/result", s.guard(s.putResult))
+	mux.HandleFunc("GET "+pathPrefix+"{id}/deps/{key}", s.guard(s.getDeps))
+	mux.HandleFunc("PUT "+pathPrefix+"{id}/deps/{key}", s.guard(s.putDeps))
 	return mux
 }
 

@@ -99,7 +99,19 @@ func operation(runCtx, ctx context.Context, c *podClient, o PodOptions) runner.R
 	if err != nil {
 		return failed(runCtx, spec, started, class, err)
 	}
-	return run(runCtx, ctx, c, spec)
+	cache, err := dependencies(runCtx, c, o, &spec)
+	if err != nil {
+		class := runner.ErrorInternal
+		if _, ok := errors.AsType[*runner.DepsError](err); ok {
+			class = runner.ErrorProgram
+		}
+		res := failed(runCtx, spec, started, class, fmt.Errorf("installing the program's dependencies: %w", err))
+		res.DependencyCache = cache
+		return res
+	}
+	res := run(runCtx, ctx, c, spec)
+	res.DependencyCache = cache
+	return res
 }
 
 // failed is the result of an operation that did not run. Its message is

@@ -48,6 +48,8 @@ type Server struct {
 	mu  sync.Mutex
 	ops map[string]*registration
 	now func() time.Time // for tests of expiry
+	// deps is the dependency cache (depcache.go); nil: none.
+	deps *depCache
 }
 
 // registration is one operation and what its Pod has sent so far.

@@ -194,6 +194,7 @@ func workspaceEnv(spec Spec) map[string]string {
 		"PULUMI_DEBUG_COMMANDS": "true",
 	}
 	maps.Copy(env, spec.Env)
+	maps.Copy(env, spec.ToolEnv) // where the Pod put the dependencies wins: it installed them there
 	// --yes is passed wherever it is needed; the variable would add it to
 	// `refresh --preview-only` (drift-check), which refuses it.
 	env["PULUMI_SKIP_CONFIRMATIONS"] = "false"

@@ -56,6 +56,12 @@ type Spec struct {
 	// Env is added to the Pulumi process environment (secrets provider passphrase,
 	// backend credentials, provider credentials). Never logged.
 	Env map[string]string `json:"env,omitempty"`
+	// ToolEnv is added to the Pulumi process environment after Env: where
+	// the runner Pod put the program's dependencies (deps.go: GOMODCACHE,
+	// POETRY_VIRTUALENVS_IN_PROJECT, ...), so that the language host uses
+	// them and installs nothing. It holds no secret (it is not scrubbed
+	// from logs as Env is) and never travels: only the Pod sets it.
+	ToolEnv map[string]string `json:"-"`
 
 	Refresh bool `json:"refresh,omitempty"` // refresh before up/preview
 	// Plan is the path of a Pulumi update plan file. A preview with Plan set
@@ -216,6 +222,12 @@ type Result struct {
 	// Excluded are the URNs of Spec.IgnoreChanges the run left out entirely
 	// (`--exclude`) because their paths could not be ignored one by one; sorted.
 	Excluded []string `json:"excluded,omitempty"`
+	// DependencyCache says how a Job operation's Pod got the program's
+	// dependencies (deps.go): DepCacheHit (restored from the cache of the
+	// Stack's namespace, no package manager ran), DepCacheMiss (installed,
+	// then offered to the cache), or "" (none to install: a YAML program,
+	// no lockfile, dependencies already in the tree, or the Local executor).
+	DependencyCache string `json:"dependencyCache,omitempty"`
 }
 
 // ChangeCounts counts resources by the step the engine took.

@@ -42,8 +42,10 @@ func (r *StackReconciler) staleLock(ctx context.Context, stack *v1alpha1.Stack) 
 	return req
 }
 
-// operationPodsGone is true when no Pod of operation id is left in the
-// Stack's namespace (they carry its label, executor.LabelOperation).
+// operationPodsGone is true when no Pod of operation id (they carry its
+// label, executor.LabelOperation) may still run a process in the Stack's
+// namespace: none is left, or those left have ended (phase Succeeded or
+// Failed: every container terminated, and a runner Pod never restarts one).
 func (r *StackReconciler) operationPodsGone(ctx context.Context, stack *v1alpha1.Stack, id string) bool {
 	var pods corev1.PodList
 	err := r.APIReader.List(ctx, &pods, client.InNamespace(stack.Namespace), client.MatchingLabels{executor.LabelOperation: id})
@@ -51,5 +53,10 @@ func (r *StackReconciler) operationPodsGone(ctx context.Context, stack *v1alpha1
 		log.FromContext(ctx).Info("cannot tell whether the interrupted operation's Pod is gone; its lock stays", "operation", id, "error", err.Error())
 		return false
 	}
-	return len(pods.Items) == 0
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			return false
+		}
+	}
+	return true
 }

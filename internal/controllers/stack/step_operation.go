@@ -203,6 +203,11 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 		Replace: int64(res.Changes.Replace), Delete: int64(res.Changes.Delete),
 	}
 	rec.Message = truncate(scrub(res.Message, st.inputs.Secrets), 2000)
+	// A Job's result comes from its Pod: only the two words the field
+	// admits are copied, so that no Pod can make the status patch fail.
+	if c := v1alpha1.DependencyCacheResult(res.DependencyCache); c == v1alpha1.DependencyCacheHit || c == v1alpha1.DependencyCacheMiss {
+		rec.DependencyCache = c
+	}
 	if rec.Message == "" && res.Outcome == runner.OutcomeSucceeded {
 		rec.Message = summaryLine(res)
 	}

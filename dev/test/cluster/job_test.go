@@ -1,0 +1,555 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/dev/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/controllerproc"
+	"github.com/stackpilot/stackpilot/dev/internal/postgres"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
+)
+
+// jobFixture is the Job executor's world: the one-node cluster with its Pod
+// network, PostgreSQL on the Pod gateway as the state backend, the
+// controller image (which the runner is copied from), a user image with the
+// pinned pulumi and YAML host and no runner, a Git server, and the
+// controller as a process on this machine whose default executor is Job and
+// whose runner channel listens on the Pod gateway.
+type jobFixture struct {
+	t         *testing.T
+	c         *testenv.Cluster
+	k         client.Client
+	pg        *postgres.Server
+	git       *testenv.GitServer
+	userImage string
+	pause     string
+	ctrlCfg   controllerproc.Config
+	ctrl      *controllerproc.Process
+	ns        string // a tenant namespace that enforces the restricted level
+}
+
+const runnerSA = "stackpilot-runner"
+
+func newJobFixture(t *testing.T) *jobFixture {
+	ctrllog.SetLogger(logr.Discard())
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	f := &jobFixture{t: t, c: testenv.StartCluster(t, scheme)}
+	f.k = f.c.Client
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := f.c
+
+	// The CRDs, as `make install` would apply them.
+	out, err := exec.CommandContext(ctx, c.Kubectl, "--kubeconfig", c.Kubeconfig, "apply", "--server-side",
+		"-f", filepath.Join(c.Root, "config", "crd", "bases")).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	g.Eventually(func() error {
+		return f.k.List(ctx, &v1alpha1.StackList{})
+	}, time.Minute, time.Second).Should(Succeed())
+
+	f.pg, err = postgres.Start(ctx, postgres.Options{ListenAddrs: []string{c.PodGateway}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(f.pg.Stop)
+
+	cache := filepath.Join(c.BinDir, ".image-cache")
+	runnerImage, err := cluster.PushControllerImage(ctx, c.Root, []string{c.BinDir}, cache, c.Registry, "job-e2e")
+	g.Expect(err).NotTo(HaveOccurred())
+	f.userImage, err = cluster.PushPulumiImage(ctx, []string{c.BinDir}, cache, c.Registry, "job-e2e")
+	g.Expect(err).NotTo(HaveOccurred())
+	f.pause = c.Registry + "/" + cluster.PauseRepository + ":" + cluster.PauseTag
+
+	f.git = testenv.NewGitServer(t)
+
+	binary := filepath.Join(t.TempDir(), "stackpilot-controller")
+	g.Expect(controllerproc.Build(ctx, c.Root, binary)).To(Succeed())
+	port, err := freePortOn(c.PodGateway)
+	g.Expect(err).NotTo(HaveOccurred())
+	f.ctrlCfg = controllerproc.Config{
+		Binary:     binary,
+		BinDir:     c.BinDir,
+		Kubeconfig: c.Kubeconfig,
+		DataDir:    filepath.Join(t.TempDir(), "data"),
+		Args: []string{
+			"--default-executor=Job",
+			"--runner-image=" + runnerImage,
+			fmt.Sprintf("--runner-endpoint=https://%s:%d", c.PodGateway, port),
+			fmt.Sprintf("--runner-bind-address=%s:%d", c.PodGateway, port),
+			"--default-service-account=" + runnerSA,
+			"--graceful-shutdown-timeout=60s",
+		},
+	}
+	f.startController()
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := f.ctrl.Logs()
+			t.Logf("controller log:\n%s", cluster.Tail(logs, 120))
+		}
+		_ = f.ctrl.Stop()
+	})
+
+	f.ns = f.tenant("tenant-a")
+	return f
+}
+
+func (f *jobFixture) startController() {
+	p, err := controllerproc.Start(context.Background(), f.ctrlCfg)
+	if err != nil {
+		f.t.Fatalf("start the controller: %v", err)
+	}
+	f.ctrl = p
+}
+
+// tenant makes a namespace that enforces the restricted Pod Security
+// level, with the runner ServiceAccount allowed to edit that namespace
+// only, and the passphrase Secret.
+func (f *jobFixture) tenant(name string) string {
+	g := NewWithT(f.t)
+	ctx := context.Background()
+	g.Expect(f.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
+	g.Expect(f.k.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: runnerSA, Namespace: name}})).To(Succeed())
+	g.Expect(f.k.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: runnerSA + "-edit", Namespace: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: runnerSA, Namespace: name}},
+	})).To(Succeed())
+	g.Expect(f.k.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pulumi-passphrase", Namespace: name},
+		StringData: map[string]string{"passphrase": passphrase},
+	})).To(Succeed())
+	return name
+}
+
+// jobProgram writes a ConfigMap; with slow, also a Deployment whose Pod is
+// Ready only after 40 s, so that an up lasts long enough to be cut.
+func jobProgram(color string, slow bool) string {
+	p := `name: job-e2e
+runtime: yaml
+config:
+  namespace: {type: string}
+  image: {type: string}
+resources:
+  settings:
+    type: kubernetes:core/v1:ConfigMap
+    properties:
+      metadata: {name: settings, namespace: "${namespace}"}
+      data: {color: ` + color + `}
+`
+	if slow {
+		p += `  slow:
+    type: kubernetes:apps/v1:Deployment
+    properties:
+      # An up killed mid-way applied fields under its own field manager,
+      # which its state never recorded; the next up takes them over.
+      metadata: {name: slow, namespace: "${namespace}", annotations: {pulumi.com/patchForce: "true"}}
+      spec:
+        replicas: 1
+        selector: {matchLabels: {app: slow}}
+        template:
+          metadata: {labels: {app: slow, color: ` + color + `}}
+          spec:
+            terminationGracePeriodSeconds: 1
+            securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+            containers:
+              - name: pause
+                image: "${image}"
+                securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+                readinessProbe:
+                  exec: {command: [/pause, -sleep=1ms]}
+                  initialDelaySeconds: 40
+                  periodSeconds: 1
+`
+	}
+	return p
+}
+
+// stack is a Job Stack of the tenant's, from the Git repository, on
+// PostgreSQL, running in the user image.
+func (f *jobFixture) stack(name, repo string, mutate ...func(*v1alpha1.Stack)) *v1alpha1.Stack {
+	s := &v1alpha1.Stack{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+		Spec: v1alpha1.StackSpec{
+			Source: v1alpha1.StackSource{
+				Git: &v1alpha1.GitSource{URL: f.git.URL(repo), Ref: &v1alpha1.GitRef{Branch: "main"}},
+				Dir: "app",
+			},
+			Backend:         f.pg.URLAt(f.c.PodGateway),
+			SecretsProvider: &v1alpha1.SecretsProvider{PassphraseSecretRef: &v1alpha1.SecretKeyRef{Name: "pulumi-passphrase"}},
+			Config: map[string]apiextensionsv1.JSON{
+				"namespace":                         {Raw: []byte(fmt.Sprintf("%q", f.ns))},
+				"image":                             {Raw: []byte(fmt.Sprintf("%q", f.pause))},
+				"kubernetes:enableConfigMapMutable": {Raw: []byte(`true`)},
+			},
+			Runner: &v1alpha1.RunnerSpec{
+				Image: f.userImage,
+				// No kube-proxy here: the Pod reaches the API server at
+				// the gateway (dev/internal/cluster's package doc).
+				PodTemplate: &v1alpha1.RunnerPodTemplate{Spec: &v1alpha1.RunnerPodSpec{Env: f.c.PodNetworkEnv()}},
+			},
+			Interval:      metav1.Duration{Duration: time.Hour},
+			RetryInterval: &metav1.Duration{Duration: 5 * time.Second},
+			Timeout:       &metav1.Duration{Duration: 10 * time.Minute},
+		},
+	}
+	for _, m := range mutate {
+		m(s)
+	}
+	if err := f.k.Create(context.Background(), s); err != nil {
+		f.t.Fatalf("create Stack %s: %v", name, err)
+	}
+	return s
+}
+
+func (f *jobFixture) get(g Gomega, key client.ObjectKey) *v1alpha1.Stack {
+	s := &v1alpha1.Stack{}
+	g.Expect(f.k.Get(context.Background(), key, s)).To(Succeed())
+	return s
+}
+
+func (f *jobFixture) requestReconcile(key client.ObjectKey) {
+	f.request(key, time.Now().Format(time.RFC3339Nano))
+}
+
+// requestDriftCheck asks for a reconcile with a drift check, as
+// `stackpilot drift` does.
+func (f *jobFixture) requestDriftCheck(key client.ObjectKey) {
+	f.request(key, v1alpha1.DriftCheckRequestPrefix+time.Now().Format(time.RFC3339Nano))
+}
+
+func (f *jobFixture) request(key client.ObjectKey, value string) {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.ReconcileRequestAnnotation, value)
+	s := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := f.k.Patch(context.Background(), s, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *jobFixture) patchSpec(key client.ObjectKey, mutate func(*v1alpha1.Stack)) {
+	NewWithT(f.t).Eventually(func() error {
+		s := &v1alpha1.Stack{}
+		if err := f.k.Get(context.Background(), key, s); err != nil {
+			return err
+		}
+		mutate(s)
+		return f.k.Update(context.Background(), s)
+	}, time.Minute, time.Second).Should(Succeed())
+}
+
+// waitReady waits for Ready at revision (a commit SHA; "" any).
+func (f *jobFixture) waitReady(key client.ObjectKey, revision string) *v1alpha1.Stack {
+	f.t.Helper()
+	var last *v1alpha1.Stack
+	ok := NewWithT(f.t).Eventually(func(g Gomega) {
+		s := f.get(g, key)
+		last = s
+		g.Expect(conditions.IsReady(s)).To(BeTrue(), readyOf(s))
+		g.Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
+		if revision != "" {
+			g.Expect(s.Status.LastAppliedRevision).To(HaveSuffix(revision))
+		}
+	}, 8*time.Minute, time.Second).Should(Succeed())
+	if !ok {
+		f.t.Fatalf("Stack %s not Ready: %s\n%s\nPods: %s", key, readyOf(last), stackStatus(f.k, key), f.c.PodsSummary(context.Background(), key.Namespace))
+	}
+	return last
+}
+
+func readyOf(s *v1alpha1.Stack) string {
+	if s == nil {
+		return "<no Stack>"
+	}
+	c := conditions.Get(s, v1alpha1.ReadyCondition)
+	if c == nil {
+		return "<no Ready condition>"
+	}
+	return fmt.Sprintf("%s/%s: %s", c.Status, c.Reason, c.Message)
+}
+
+// noRunnerLeft waits until no Job and no runner Pod is left in ns.
+func (f *jobFixture) noRunnerLeft(ns string) {
+	f.t.Helper()
+	runner := client.MatchingLabels{"app.kubernetes.io/component": "runner"}
+	NewWithT(f.t).Eventually(func(g Gomega) {
+		var jobs batchv1.JobList
+		g.Expect(f.k.List(context.Background(), &jobs, client.InNamespace(ns), runner)).To(Succeed())
+		g.Expect(jobs.Items).To(BeEmpty(), "Jobs left")
+		var pods corev1.PodList
+		g.Expect(f.k.List(context.Background(), &pods, client.InNamespace(ns), runner)).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty(), "runner Pods left")
+	}, 2*time.Minute, time.Second).Should(Succeed())
+}
+
+// runnerPod waits for the running runner Pod of the Stack's current operation.
+func (f *jobFixture) runnerPod(key client.ObjectKey) *corev1.Pod {
+	f.t.Helper()
+	var pod *corev1.Pod
+	NewWithT(f.t).Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(f.k.List(context.Background(), &pods, client.InNamespace(key.Namespace),
+			client.MatchingLabels{"app.kubernetes.io/component": "runner"})).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1))
+		g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
+		pod = &pods.Items[0]
+	}, 4*time.Minute, time.Second).Should(Succeed())
+	return pod
+}
+
+// waitSlowStarted waits until the up of the slow program has created its
+// Deployment (with color): the up is then waiting for it to be ready.
+func (f *jobFixture) waitSlowStarted(color string) {
+	f.t.Helper()
+	NewWithT(f.t).Eventually(func(g Gomega) {
+		var d appsv1.Deployment
+		g.Expect(f.k.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "slow"}, &d)).To(Succeed())
+		g.Expect(d.Spec.Template.Labels).To(HaveKeyWithValue("color", color))
+	}, 5*time.Minute, time.Second).Should(Succeed())
+}
+
+func historyOf(s *v1alpha1.Stack, revision string) []string {
+	var out []string
+	for _, h := range s.Status.History {
+		if revision == "" || strings.HasSuffix(h.Revision, revision) {
+			out = append(out, fmt.Sprintf("%s %s", h.Type, h.Outcome))
+		}
+	}
+	return out
+}
+
+func (f *jobFixture) color() string {
+	var cm corev1.ConfigMap
+	if err := f.k.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "settings"}, &cm); err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return cm.Data["color"]
+}
+
+// TestJobExecutor runs Stacks with the Job executor in the one-node
+// cluster: each operation in its own Pod in the Stack's namespace, admitted
+// under the restricted level, from a user image that has no runner, with
+// the state in PostgreSQL. Its steps share the cluster and go in order.
+func TestJobExecutor(t *testing.T) {
+	f := newJobFixture(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: f.ns, Name: "app"}
+	var commit string
+
+	t.Run("up, drift check, destroy-ready", func(t *testing.T) {
+		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("blue", false)}, "blue")
+		f.stack("app", "infra", func(s *v1alpha1.Stack) {
+			s.Spec.DestroyOnDelete = true
+			s.Spec.DriftDetection = &v1alpha1.DriftDetection{Mode: v1alpha1.DriftDetect, Interval: &metav1.Duration{Duration: time.Hour}}
+		})
+		s := f.waitReady(key, commit)
+		g.Expect(f.color()).To(Equal("blue"))
+		g.Expect(historyOf(s, commit)).To(ContainElement("up succeeded"))
+		g.Expect(s.Status.History[0].Changes.Create).To(BeEquivalentTo(2), "the counts the Pod reported (the stack and the ConfigMap)")
+		// The engine log came back from the Pod over the runner channel, to
+		// where `stackpilot logs` reads it.
+		engineLog, err := os.ReadFile(filepath.Join(f.ctrlCfg.DataDir, "logs", string(s.UID), s.Status.History[0].ID+".log"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(engineLog)).To(ContainSubstring("kubernetes:core/v1:ConfigMap"))
+		g.Expect(string(engineLog)).NotTo(ContainSubstring(passphrase))
+		f.noRunnerLeft(f.ns)
+
+		// Drift: the ConfigMap deleted behind Pulumi's back. (Changed, its
+		// field would be another manager's, and the next apply would
+		// conflict with it.)
+		g.Expect(f.k.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "settings"}})).To(Succeed())
+		f.requestDriftCheck(key)
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, key)
+			g.Expect(conditions.IsTrue(s, v1alpha1.DriftedCondition)).To(BeTrue(), "Drifted: %v", conditions.Get(s, v1alpha1.DriftedCondition))
+		}, 5*time.Minute, time.Second).Should(Succeed())
+		f.noRunnerLeft(f.ns)
+	})
+
+	t.Run("manual approval, then apply", func(t *testing.T) {
+		f.patchSpec(key, func(s *v1alpha1.Stack) {
+			s.Spec.Approval = &v1alpha1.Approval{Mode: v1alpha1.ApprovalManual}
+			s.Spec.DriftDetection = nil
+			// The ConfigMap the drift check found deleted: refreshed first,
+			// the plan makes it again.
+			s.Spec.Refresh = true
+		})
+		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("green", false)}, "green")
+		f.requestReconcile(key)
+		var planID string
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, key)
+			g.Expect(s.Status.PendingPlan).NotTo(BeNil(), "no plan: %s", readyOf(s))
+			g.Expect(s.Status.PendingPlan.Revision).To(HaveSuffix(commit))
+			g.Expect(s.Status.CurrentOperation).To(BeNil())
+			planID = s.Status.PendingPlan.ID
+		}, 5*time.Minute, time.Second).Should(Succeed())
+		g.Expect(f.color()).NotTo(Equal("green"), "applied before approval")
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.ApproveAnnotation, planID)
+		g.Expect(f.k.Patch(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "app"}},
+			client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+		f.waitReady(key, commit)
+		g.Expect(f.color()).To(Equal("green"))
+		f.noRunnerLeft(f.ns)
+	})
+
+	t.Run("rollback", func(t *testing.T) {
+		f.patchSpec(key, func(s *v1alpha1.Stack) {
+			s.Spec.Approval = nil
+			s.Spec.Rollback = &v1alpha1.Rollback{Enabled: true, AfterFailures: 1}
+		})
+		f.waitReady(key, commit)
+		bad := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": strings.Replace(jobProgram("red", false),
+			"kubernetes:core/v1:ConfigMap", "kubernetes:core/v1:ConfigMapp", 1)}, "broken")
+		f.requestReconcile(key)
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, key)
+			g.Expect(s.Status.Rollback).NotTo(BeNil(), "no rollback: %s", readyOf(s))
+			g.Expect(s.Status.Rollback.FailedRevision).To(HaveSuffix(bad))
+			g.Expect(string(s.Status.Rollback.Outcome)).To(Equal("succeeded"), readyOf(s))
+		}, 6*time.Minute, time.Second).Should(Succeed())
+		g.Expect(f.color()).To(Equal("green"))
+		f.noRunnerLeft(f.ns)
+		// Back to a program that works.
+		f.patchSpec(key, func(s *v1alpha1.Stack) { s.Spec.Rollback = nil })
+		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("green", false)}, "fixed")
+		f.requestReconcile(key)
+		f.waitReady(key, commit)
+	})
+
+	t.Run("runner Pod deleted mid-up", func(t *testing.T) {
+		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("yellow", true)}, "slow yellow")
+		f.requestReconcile(key)
+		f.waitSlowStarted("yellow")
+		// Killed, as the OOM killer or a lost node ends it: no cancel, no
+		// report, Pulumi's lock left in PostgreSQL. (A Pod deleted even
+		// with grace 0 gets SIGTERM first, and Pulumi then releases it.)
+		pod := f.runnerPod(key)
+		killRunner(t, pod)
+		s := f.waitReady(key, commit)
+		hist := historyOf(s, commit)
+		t.Logf("history of %s: %v", commit, hist)
+		g.Expect(hist).To(ContainElement("up interrupted"), "the deleted Pod's up is not recorded interrupted")
+		g.Expect(s.Status.History[0].Message).To(ContainSubstring("removed 1 stale lock"), "the dead Pod's lock was not cleared")
+		g.Expect(hist).To(HaveEach(Not(Equal("up failed"))), "the retry found the stack locked")
+		succeeded := 0
+		for _, h := range hist {
+			if h == "up succeeded" {
+				succeeded++
+			}
+		}
+		g.Expect(succeeded).To(Equal(1))
+		g.Expect(f.color()).To(Equal("yellow"))
+		f.noRunnerLeft(f.ns)
+	})
+
+	t.Run("controller restarted mid-Job", func(t *testing.T) {
+		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("purple", true)}, "slow purple")
+		f.requestReconcile(key)
+		f.waitSlowStarted("purple")
+		pod := f.runnerPod(key)
+		g.Expect(f.ctrl.Stop()).To(Succeed())
+		f.startController()
+		s := f.waitReady(key, commit)
+		hist := historyOf(s, commit)
+		t.Logf("history of %s: %v", commit, hist)
+		g.Expect(hist).To(Equal([]string{"up succeeded"}), "the Job was not adopted")
+		g.Expect(f.color()).To(Equal("purple"))
+		var after corev1.Pod
+		g.Expect(apierrors.IsNotFound(f.k.Get(ctx, client.ObjectKeyFromObject(pod), &after))).To(BeTrue(), "the adopted Job's Pod is left")
+		f.noRunnerLeft(f.ns)
+	})
+
+	t.Run("missing image", func(t *testing.T) {
+		missing := f.c.Registry + "/stackpilot/nothing-here:1"
+		start := time.Now()
+		f.stack("missing", "infra", func(s *v1alpha1.Stack) { s.Spec.Runner.Image = missing })
+		mkey := client.ObjectKey{Namespace: f.ns, Name: "missing"}
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, mkey)
+			c := conditions.Get(s, v1alpha1.ReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(v1alpha1.RunnerPodFailedReason), readyOf(s))
+			g.Expect(c.Message).To(ContainSubstring(missing))
+		}, 3*time.Minute, time.Second).Should(Succeed())
+		t.Logf("RunnerPodFailed after %s", time.Since(start).Round(time.Second))
+		g.Expect(f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "missing"}})).To(Succeed())
+	})
+
+	t.Run("destroy on delete", func(t *testing.T) {
+		g.Expect(f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "app"}})).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(f.k.Get(ctx, key, &v1alpha1.Stack{}))
+		}, 5*time.Minute, time.Second).Should(BeTrue(), "the Stack was not finalized")
+		g.Expect(apierrors.IsNotFound(f.k.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "settings"}, &corev1.ConfigMap{}))).To(BeTrue(), "destroy left the ConfigMap")
+		f.noRunnerLeft(f.ns)
+	})
+}
+
+// killRunner SIGKILLs the runner of pod, PID 1 of its container's PID
+// namespace, on this machine: every process of the container dies with it
+// at once, Pulumi's CLI and its plugins included.
+func killRunner(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	op := pod.Labels["stackpilot.dev/operation"]
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(data), "\x00")
+		if len(args) > 2 && strings.HasSuffix(args[0], "stackpilot-runner") && args[1] == "runner" && args[2] == "pod" &&
+			strings.Contains(string(data), "\x00"+op+"\x00") {
+			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			if err != nil {
+				continue
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatalf("kill the runner %d: %v", pid, err)
+			}
+			t.Logf("killed the runner of %s (pid %d)", op, pid)
+			return
+		}
+	}
+	t.Fatalf("no runner process of operation %s on this machine", op)
+}
+
+// freePortOn is a TCP port free on host now.
+func freePortOn(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
