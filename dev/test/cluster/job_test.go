@@ -360,12 +360,20 @@ func (f *jobFixture) color() string {
 // the state in PostgreSQL. Its steps share the cluster and go in order.
 func TestJobExecutor(t *testing.T) {
 	f := newJobFixture(t)
-	g := NewWithT(t)
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: f.ns, Name: "app"}
 	var commit string
+	// step runs a subtest whose failures, also the fixture's, end it alone.
+	step := func(name string, fn func(t *testing.T, g *WithT)) {
+		t.Run(name, func(t *testing.T) {
+			parent := f.t
+			f.t = t
+			defer func() { f.t = parent }()
+			fn(t, NewWithT(t))
+		})
+	}
 
-	t.Run("up, drift check, destroy-ready", func(t *testing.T) {
+	step("up, drift check, destroy-ready", func(t *testing.T, g *WithT) {
 		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("blue", false)}, "blue")
 		f.stack("app", "infra", func(s *v1alpha1.Stack) {
 			s.Spec.DestroyOnDelete = true
@@ -395,7 +403,7 @@ func TestJobExecutor(t *testing.T) {
 		f.noRunnerLeft(f.ns)
 	})
 
-	t.Run("manual approval, then apply", func(t *testing.T) {
+	step("manual approval, then apply", func(t *testing.T, g *WithT) {
 		f.patchSpec(key, func(s *v1alpha1.Stack) {
 			s.Spec.Approval = &v1alpha1.Approval{Mode: v1alpha1.ApprovalManual}
 			s.Spec.DriftDetection = nil
@@ -422,7 +430,7 @@ func TestJobExecutor(t *testing.T) {
 		f.noRunnerLeft(f.ns)
 	})
 
-	t.Run("rollback", func(t *testing.T) {
+	step("rollback", func(t *testing.T, g *WithT) {
 		f.patchSpec(key, func(s *v1alpha1.Stack) {
 			s.Spec.Approval = nil
 			s.Spec.Rollback = &v1alpha1.Rollback{Enabled: true, AfterFailures: 1}
@@ -446,7 +454,7 @@ func TestJobExecutor(t *testing.T) {
 		f.waitReady(key, commit)
 	})
 
-	t.Run("runner Pod deleted mid-up", func(t *testing.T) {
+	step("runner Pod deleted mid-up", func(t *testing.T, g *WithT) {
 		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("yellow", true)}, "slow yellow")
 		f.requestReconcile(key)
 		f.waitSlowStarted("yellow")
@@ -472,7 +480,7 @@ func TestJobExecutor(t *testing.T) {
 		f.noRunnerLeft(f.ns)
 	})
 
-	t.Run("controller restarted mid-Job", func(t *testing.T) {
+	step("controller restarted mid-Job", func(t *testing.T, g *WithT) {
 		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("purple", true)}, "slow purple")
 		f.requestReconcile(key)
 		f.waitSlowStarted("purple")
@@ -489,7 +497,7 @@ func TestJobExecutor(t *testing.T) {
 		f.noRunnerLeft(f.ns)
 	})
 
-	t.Run("missing image", func(t *testing.T) {
+	step("missing image", func(t *testing.T, g *WithT) {
 		missing := f.c.Registry + "/stackpilot/nothing-here:1"
 		start := time.Now()
 		f.stack("missing", "infra", func(s *v1alpha1.Stack) { s.Spec.Runner.Image = missing })
@@ -505,7 +513,9 @@ func TestJobExecutor(t *testing.T) {
 		g.Expect(f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "missing"}})).To(Succeed())
 	})
 
-	t.Run("destroy on delete", func(t *testing.T) {
+	step("hostile program", func(t *testing.T, g *WithT) { testHostileProgram(t, f) })
+
+	step("destroy on delete", func(t *testing.T, g *WithT) {
 		g.Expect(f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "app"}})).To(Succeed())
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(f.k.Get(ctx, key, &v1alpha1.Stack{}))
