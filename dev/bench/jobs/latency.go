@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
+)
+
+// latencyNS holds the two Stacks of the start latency: the same program,
+// one Local, one Job.
+const latencyNS = "bench-latency"
+
+// side is one of the two Stacks the latency compares.
+type side struct {
+	executor string
+	key      client.ObjectKey
+	repo     string
+	uid      string
+	samples  []sample
+}
+
+// sample is one operation, each time from the reconcile request's patch.
+type sample struct {
+	// recorded: status.currentOperation names the new operation (the
+	// controller fetched the revision and recorded the start).
+	recorded time.Duration
+	// engine: the operation's engine log in the controller's log store has
+	// its first byte (Pulumi printed its first line; for a Job, shipped).
+	engine time.Duration
+	// ready: the Stack is Ready at the new revision (the operation ended
+	// and its end is in status).
+	ready time.Duration
+	// Job only: podSeen, the operation's runner Pod exists (the controller
+	// made the Job, the Job controller its Pod); podRunning, the kubelet
+	// reported it Running (the init container copied the runner, the
+	// runner container started; the kubelet reports with some lag).
+	podSeen, podRunning time.Duration
+}
+
+// measureLatency applies the same trivial Stack n times with each executor,
+// alternating, after one warm-up apply each (the Job's pulls the images).
+func (w *world) measureLatency(ctx context.Context, n int, timeout time.Duration) error {
+	fmt.Fprintf(w.out, "\n== start latency: the same one-ConfigMap Stack, Local and Job, %d operations each, alternating\n", n)
+	if err := w.tenant(ctx, latencyNS); err != nil {
+		return err
+	}
+	sides := []*side{
+		{executor: v1alpha1.ExecutorLocal, key: client.ObjectKey{Namespace: latencyNS, Name: "local"}, repo: "local"},
+		{executor: v1alpha1.ExecutorJob, key: client.ObjectKey{Namespace: latencyNS, Name: "job"}, repo: "job"},
+	}
+	for _, sd := range sides {
+		t0 := time.Now()
+		commit, err := w.commit(sd.repo, map[string]string{"app/Pulumi.yaml": benchenv.ConfigMapProgram("latency", 0, false)}, "run 0")
+		if err != nil {
+			return err
+		}
+		s := w.stack(latencyNS, sd.key.Name, sd.repo, "app", "settings-"+sd.key.Name, sd.executor)
+		if err := w.k.Create(ctx, s); err != nil {
+			return err
+		}
+		sd.uid = string(s.UID)
+		if _, err := w.waitApplied(ctx, sd.key, commit, timeout); err != nil {
+			return err
+		}
+		w.logf("warm-up: %s Stack created to Ready (first apply%s) in %s", sd.executor, map[bool]string{true: ", images pulled into the node", false: ""}[sd.executor == v1alpha1.ExecutorJob], benchenv.Since(t0))
+	}
+
+	cpu := benchenv.TakeCPU()
+	for i := 1; i <= n; i++ {
+		for _, sd := range sides {
+			smp, err := w.timeOne(ctx, sd, i, timeout)
+			if err != nil {
+				return err
+			}
+			sd.samples = append(sd.samples, smp)
+			w.logf("run %d %-5s recorded %s, engine log %s, Ready %s", i, sd.executor,
+				benchenv.Seconds(smp.recorded), benchenv.Seconds(smp.engine), benchenv.Seconds(smp.ready))
+		}
+	}
+	printLatency(w, sides)
+	fmt.Fprintln(w.out, benchenv.CPUSince(cpu))
+	fmt.Fprintln(w.out, "  (the runner Pods' processes run under containerd's shims, outside this process tree: \"everything else\" holds them)")
+	return nil
+}
+
+// timeOne commits a change of the ConfigMap's data, patches the reconcile
+// request and polls every 20 ms for the three moments of a sample.
+func (w *world) timeOne(ctx context.Context, sd *side, run int, timeout time.Duration) (sample, error) {
+	commit, err := w.commit(sd.repo, map[string]string{"app/Pulumi.yaml": benchenv.ConfigMapProgram("latency", run, false)}, fmt.Sprintf("run %d", run))
+	if err != nil {
+		return sample{}, err
+	}
+	logDir := filepath.Join(w.ctrlCfg.DataDir, "logs", sd.uid)
+	before := logFiles(logDir)
+	old := &v1alpha1.Stack{}
+	if err := w.k.Get(ctx, sd.key, old); err != nil {
+		return sample{}, err
+	}
+	known := map[string]bool{}
+	for _, h := range old.Status.History {
+		known[h.ID] = true
+	}
+	oldPods, err := w.runnerPods(ctx, sd.key.Namespace)
+	if err != nil {
+		return sample{}, err
+	}
+
+	t0 := time.Now()
+	if err := requestReconcile(ctx, w.k, sd.key); err != nil {
+		return sample{}, err
+	}
+	var smp sample
+	deadline := t0.Add(timeout)
+	for {
+		now := time.Now()
+		if smp.engine == 0 {
+			for name, size := range logFiles(logDir) {
+				if _, ok := before[name]; !ok && size > 0 {
+					smp.engine = now.Sub(t0)
+				}
+			}
+		}
+		if sd.executor == v1alpha1.ExecutorJob && smp.podRunning == 0 {
+			pods, err := w.runnerPods(ctx, sd.key.Namespace)
+			if err != nil {
+				return smp, err
+			}
+			for name, phase := range pods {
+				if _, ok := oldPods[name]; ok {
+					continue
+				}
+				if smp.podSeen == 0 {
+					smp.podSeen = now.Sub(t0)
+				}
+				if phase != corev1.PodPending {
+					smp.podRunning = now.Sub(t0)
+				}
+			}
+		}
+		s := &v1alpha1.Stack{}
+		if err := w.k.Get(ctx, sd.key, s); err != nil {
+			return smp, err
+		}
+		if smp.recorded == 0 && (s.Status.CurrentOperation != nil && !known[s.Status.CurrentOperation.ID] ||
+			len(s.Status.History) > 0 && !known[s.Status.History[0].ID]) {
+			smp.recorded = now.Sub(t0)
+		}
+		if benchenv.Applied(s, commit) {
+			smp.ready = now.Sub(t0)
+			if len(s.Status.History) == 0 || known[s.Status.History[0].ID] || s.Status.History[0].Outcome != v1alpha1.OutcomeSucceeded {
+				return smp, fmt.Errorf("%s run %d: Ready at %s without a new succeeded operation in its history", sd.key, run, commit[:12])
+			}
+			if smp.engine == 0 {
+				return smp, fmt.Errorf("%s run %d: no engine log appeared under %s", sd.key, run, logDir)
+			}
+			return smp, nil
+		}
+		if now.After(deadline) {
+			return smp, fmt.Errorf("%s run %d: not Ready at %s within %s: %s", sd.key, run, commit[:12], timeout, benchenv.ReadyMessage(s))
+		}
+		select {
+		case <-ctx.Done():
+			return smp, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// runnerPods is the runner Pods in ns by name, with their phases.
+func (w *world) runnerPods(ctx context.Context, ns string) (map[string]corev1.PodPhase, error) {
+	var pods corev1.PodList
+	if err := w.k.List(ctx, &pods, client.InNamespace(ns), runnerSelector); err != nil {
+		return nil, err
+	}
+	out := map[string]corev1.PodPhase{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.Status.Phase
+	}
+	return out, nil
+}
+
+// logFiles is the engine logs of one Stack in the controller's log store,
+// by name, with their sizes.
+func logFiles(dir string) map[string]int64 {
+	out := map[string]int64{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			out[e.Name()] = info.Size()
+		}
+	}
+	return out
+}
+
+func printLatency(w *world, sides []*side) {
+	fmt.Fprintf(w.out, "\n%-8s %5s %14s %14s %14s\n", "executor", "runs", "recorded", "engine log", "Ready")
+	med := map[string][3]time.Duration{}
+	for _, sd := range sides {
+		var rec, eng, rdy []time.Duration
+		for _, s := range sd.samples {
+			rec, eng, rdy = append(rec, s.recorded), append(eng, s.engine), append(rdy, s.ready)
+		}
+		m := [3]time.Duration{benchenv.Median(rec), benchenv.Median(eng), benchenv.Median(rdy)}
+		med[sd.executor] = m
+		fmt.Fprintf(w.out, "%-8s %5d %14s %14s %14s   (medians; from the reconcile request's patch)\n", sd.executor, len(sd.samples),
+			benchenv.Seconds(m[0]), benchenv.Seconds(m[1]), benchenv.Seconds(m[2]))
+	}
+	l, j := med[v1alpha1.ExecutorLocal], med[v1alpha1.ExecutorJob]
+	const target = 2 * time.Second
+	verdict := func(d time.Duration) string {
+		if d <= target {
+			return "within"
+		}
+		return "over"
+	}
+	fmt.Fprintf(w.out, "Job - Local, medians: to the engine log's first line %+.2fs, to Ready %+.2fs (target: the Job adds at most %s: %s, %s)\n",
+		(j[1] - l[1]).Seconds(), (j[2] - l[2]).Seconds(), target, verdict(j[1]-l[1]), verdict(j[2]-l[2]))
+	if l[2] > 0 {
+		fmt.Fprintf(w.out, "ratio Job / Local to Ready: %.2fx\n", j[2].Seconds()/l[2].Seconds())
+	}
+	fmt.Fprintln(w.out, "  recorded: status.currentOperation names the new operation (ls-remote, fetch, inputs, start recorded);")
+	fmt.Fprintln(w.out, "  engine log: its first byte in the controller's log store (Local: written by the runner as Pulumi prints;")
+	fmt.Fprintln(w.out, "  Job: shipped by the Pod every second, so up to 1 s after Pulumi printed it); Ready: at the new revision.")
+}
