@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -80,6 +81,13 @@ func (l lineLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// requirements is what this machine lacks to run the cluster and
+// PostgreSQL (root, containerd, runc, the CNI plugins, Debian's postgresql);
+// nil when it has all.
+func requirements() error {
+	return errors.Join(cluster.Requirements(), postgres.Requirements())
+}
+
 // setUp builds the world. The machine lock is taken first: one cluster at a
 // time runs on this machine, and the tests' clusters take it too.
 func (w *world) setUp(ctx context.Context, controllerArgs []string) (err error) {
@@ -92,12 +100,6 @@ func (w *world) setUp(ctx context.Context, controllerArgs []string) (err error) 
 		return fmt.Errorf("%w (run the benchmarks from the Stackpilot repository: `make bench`)", err)
 	}
 	if err := testenv.RequireBinaries(w.bin, benchenv.Tools...); err != nil {
-		return err
-	}
-	if err := cluster.Requirements(); err != nil {
-		return err
-	}
-	if err := postgres.Requirements(); err != nil {
 		return err
 	}
 	if w.tmp, err = os.MkdirTemp("", "stackpilot-bench-jobs-"); err != nil {
