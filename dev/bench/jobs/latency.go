@@ -66,12 +66,12 @@ func (w *world) measureLatency(ctx context.Context, n int, timeout time.Duration
 			return err
 		}
 		s := w.stack(latencyNS, sd.key.Name, sd.repo, "app", "settings-"+sd.key.Name, sd.executor)
-		s.Spec.Config["run"] = apiextensionsv1.JSON{Raw: []byte(`"0"`)}
+		s.Spec.Config["run"] = apiextensionsv1.JSON{Raw: []byte(`"run-0"`)}
 		if err := w.k.Create(ctx, s); err != nil {
 			return err
 		}
 		sd.uid = string(s.UID)
-		if _, err := w.waitApplied(ctx, sd.key, commit, timeout); err != nil {
+		if err := w.waitFirstApply(ctx, sd.key, commit, timeout); err != nil {
 			return err
 		}
 		w.logf("warm-up: %s Stack created to Ready (first apply%s) in %s", sd.executor, map[bool]string{true: ", images pulled into the node", false: ""}[sd.executor == v1alpha1.ExecutorJob], benchenv.Since(t0))
@@ -144,7 +144,9 @@ func (w *world) timeOne(ctx context.Context, sd *side, run int, timeout time.Dur
 		return sample{}, err
 	}
 
-	patch := fmt.Sprintf(`{"spec":{"config":{"run":"%d"}}}`, run)
+	// Not a bare number: the YAML host would read "1" as a number, and
+	// the ConfigMap's data takes strings only.
+	patch := fmt.Sprintf(`{"spec":{"config":{"run":"run-%d"}}}`, run)
 	patched := &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: sd.key.Namespace, Name: sd.key.Name}}
 	t0 := time.Now()
 	if err := w.k.Patch(ctx, patched, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
@@ -182,6 +184,9 @@ func (w *world) timeOne(ctx context.Context, sd *side, run int, timeout time.Dur
 		if err := w.k.Get(ctx, sd.key, s); err != nil {
 			return smp, err
 		}
+		if h := s.Status.History; len(h) > 0 && !known[h[0].ID] && h[0].Outcome != v1alpha1.OutcomeRunning && h[0].Outcome != v1alpha1.OutcomeSucceeded {
+			return smp, fmt.Errorf("%s run %d: %s %s: %s", sd.key, run, h[0].ID, h[0].Outcome, h[0].Message)
+		}
 		if smp.recorded == 0 && (s.Status.CurrentOperation != nil && !known[s.Status.CurrentOperation.ID] ||
 			len(s.Status.History) > 0 && !known[s.Status.History[0].ID]) {
 			smp.recorded = now.Sub(t0)
@@ -218,6 +223,34 @@ func (w *world) runnerPods(ctx context.Context, ns string) (map[string]corev1.Po
 		out[p.Name] = p.Status.Phase
 	}
 	return out, nil
+}
+
+// waitFirstApply waits until the Stack is Ready at commit, and gives up
+// at its first failed operation: the warm-up has to succeed.
+func (w *world) waitFirstApply(ctx context.Context, key client.ObjectKey, commit string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		s := &v1alpha1.Stack{}
+		if err := w.k.Get(ctx, key, s); err != nil {
+			return err
+		}
+		if benchenv.Applied(s, commit) {
+			return nil
+		}
+		for _, h := range s.Status.History {
+			if h.Outcome != v1alpha1.OutcomeRunning && h.Outcome != v1alpha1.OutcomeSucceeded {
+				return fmt.Errorf("%s: the first apply's %s %s: %s", key, h.ID, h.Outcome, h.Message)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not Ready within %s: %s", key, timeout, benchenv.ReadyMessage(s))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // logFiles is the engine logs of one Stack in the controller's log store,

@@ -34,10 +34,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
 )
 
@@ -63,6 +63,9 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "copy the controller's log to stderr")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (controller logs, data dir)")
 	flag.Parse()
+	// controller-runtime's client logs nothing the benchmark needs; without
+	// a logger it prints a stack trace after 30 s (the lock's wait).
+	ctrllog.SetLogger(logr.Discard())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -141,10 +144,6 @@ func scheme() *runtime.Scheme { return benchenv.Scheme() }
 // env is benchenv's Stack helpers on this cluster's client.
 func (w *world) env() *benchenv.Env {
 	return &benchenv.Env{Client: w.k, Out: w.out, Poll: time.Second}
-}
-
-func (w *world) waitApplied(ctx context.Context, key client.ObjectKey, commit string, timeout time.Duration) (*v1alpha1.Stack, error) {
-	return w.env().WaitApplied(ctx, key, commit, timeout)
 }
 
 func (w *world) countApplied(ctx context.Context, ns, commit string) (applied, total int, notReady []string, err error) {
