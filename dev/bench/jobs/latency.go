@@ -46,6 +46,9 @@ type sample struct {
 	// reported it Running (the init container copied the runner, the
 	// runner container started; the kubelet reports with some lag).
 	podSeen, podRunning time.Duration
+	// slowestPoll is the longest round of observations (log dir, Pods,
+	// Stack): how late a moment may be seen at most.
+	slowestPoll time.Duration
 }
 
 // measureLatency applies the same trivial Stack n times with each executor,
@@ -89,8 +92,8 @@ func (w *world) measureLatency(ctx context.Context, n int, timeout time.Duration
 			if sd.executor == v1alpha1.ExecutorJob {
 				pod = fmt.Sprintf(", Pod seen %s, Running %s", benchenv.Seconds(smp.podSeen), benchenv.Seconds(smp.podRunning))
 			}
-			w.logf("run %d %-5s recorded %s%s, engine log %s, Ready %s", i, sd.executor,
-				benchenv.Seconds(smp.recorded), pod, benchenv.Seconds(smp.engine), benchenv.Seconds(smp.ready))
+			w.logf("run %d %-5s recorded %s%s, engine log %s, Ready %s (slowest poll %s)", i, sd.executor,
+				benchenv.Seconds(smp.recorded), pod, benchenv.Seconds(smp.engine), benchenv.Seconds(smp.ready), benchenv.Seconds(smp.slowestPoll))
 		}
 	}
 	printLatency(w, sides)
@@ -154,10 +157,14 @@ func (w *world) timeOne(ctx context.Context, sd *side, run int, timeout time.Dur
 	}
 	var smp sample
 	deadline := t0.Add(timeout)
+	// Each moment is the time its observation returned: an upper bound,
+	// late by at most that call's latency (slowestPoll says how late).
 	for {
-		now := time.Now()
+		iteration := time.Now()
 		if smp.engine == 0 {
-			for name, size := range logFiles(logDir) {
+			files := logFiles(logDir)
+			now := time.Now()
+			for name, size := range files {
 				if _, ok := before[name]; !ok && size > 0 {
 					smp.engine = now.Sub(t0)
 				}
@@ -168,6 +175,7 @@ func (w *world) timeOne(ctx context.Context, sd *side, run int, timeout time.Dur
 			if err != nil {
 				return smp, err
 			}
+			now := time.Now()
 			for name, phase := range pods {
 				if _, ok := oldPods[name]; ok {
 					continue
@@ -184,6 +192,8 @@ func (w *world) timeOne(ctx context.Context, sd *side, run int, timeout time.Dur
 		if err := w.k.Get(ctx, sd.key, s); err != nil {
 			return smp, err
 		}
+		now := time.Now()
+		smp.slowestPoll = max(smp.slowestPoll, now.Sub(iteration))
 		if h := s.Status.History; len(h) > 0 && !known[h[0].ID] && h[0].Outcome != v1alpha1.OutcomeRunning && h[0].Outcome != v1alpha1.OutcomeSucceeded {
 			return smp, fmt.Errorf("%s run %d: %s %s: %s", sd.key, run, h[0].ID, h[0].Outcome, h[0].Message)
 		}
