@@ -161,13 +161,15 @@ BENCH_OVERHEAD_FLAGS ?=
 BENCH_PROCESSES_FLAGS ?=
 BENCH_FLEET_FLAGS ?=
 BENCH_MONOREPO_FLAGS ?=
+BENCH_JOBS_FLAGS ?=
 
 .PHONY: bench
-bench: tools ## Run the benchmarks in dev/bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, a fleet of 1,000 Stacks, a 50-Stack monorepo (about 35 minutes on 2 cores, the fleet 33 of them; builds the pinned tools first when missing).
+bench: tools ## Run the benchmarks in dev/bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, a fleet of 1,000 Stacks, a 50-Stack monorepo, the Job executor on the one-node cluster (about 40 minutes on 2 cores, the fleet 33 of them; builds the pinned tools first when missing; jobs needs root and the cluster's requirements, else says SKIPPED).
 	go -C dev run ./bench/overhead $(BENCH_OVERHEAD_FLAGS)
 	go -C dev run ./bench/processes $(BENCH_PROCESSES_FLAGS)
 	go -C dev run ./bench/fleet $(BENCH_FLEET_FLAGS)
 	go -C dev run ./bench/monorepo $(BENCH_MONOREPO_FLAGS)
+	go -C dev run ./bench/jobs $(BENCH_JOBS_FLAGS)
 
 ##@ One-node cluster
 
