@@ -306,7 +306,9 @@ func (s *Server) start(bin string, cred *syscall.Credential, extra []string) err
 		"-c", "unix_socket_directories=",
 		// A throwaway server on a shared disk: no fsync.
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=40", "-c", "shared_buffers=16MB")
+		// Each Pulumi operation holds up to two connections: the default
+		// 20 concurrent Jobs (dev/bench/jobs) need about 40, plus margin.
+		"-c", "max_connections=100", "-c", "shared_buffers=16MB")
 	s.cmd.Dir = s.Dir
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	// Go sets the parent-death signal after switching to cred, which would
