@@ -63,6 +63,7 @@ tools: ## Build every pinned tool into bin/ from dev/tools/ (first run here: abo
 		-trimpath -ldflags "$(LDFLAGS) -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)"
 	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) $(TOOLS)/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) $(TOOLS)/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"
+	@dev/hack/npm-tool.sh azurite-blob $(TOOLS)/azurite azurite/dist/src/blob/main.js
 
 # Stamp the Kubernetes version into its binaries (the node reports it; without
 # it the kubelet says v0.0.0-master).

@@ -61,6 +61,9 @@ func jobExecutor(mgr ctrl.Manager, cfg *rest.Config, f *flags, dataDir, runnerIm
 		RunnerImage: runnerImage,
 		Concurrency: f.maxConcurrentJobs,
 		CancelGrace: f.gracefulShutdownTimeout,
+		// Pending covers scheduling, the image pull and the init
+		// container: a Pod past it fails the operation, which backs off.
+		PendingTimeout: f.runnerPendingTimeout,
 	}, nil
 }
 

@@ -86,13 +86,14 @@ type flags struct {
 	digestKeySecret       string
 	namespace             string
 	// the Job executor (runner_flags.go)
-	defaultExecutor    string
-	runnerImage        string
-	maxConcurrentJobs  int
-	runnerEndpoint     string
-	runnerBindAddr     string
-	runnerCertDir      string
-	allowLocalExecutor bool
+	defaultExecutor      string
+	runnerImage          string
+	maxConcurrentJobs    int
+	runnerPendingTimeout time.Duration
+	runnerEndpoint       string
+	runnerBindAddr       string
+	runnerCertDir        string
+	allowLocalExecutor   bool
 }
 
 func parseFlags() (*flags, *zap.Options) {
@@ -119,6 +120,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.defaultExecutor, "default-executor", v1alpha1.ExecutorLocal, "Where operations of Stacks without spec.runner.executor run: Local (a process of the controller, as the controller's user: for trusted programs and development) or Job (one Pod per operation in the Stack's namespace, as the Stack's ServiceAccount). The installed manifests pass Job.")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the runner Pods of Stacks without spec.runner.image: any image with pulumi and the program's language host on PATH (default: the controller's own image, read from its Pod, which holds pulumi and the YAML language host).")
 	flag.IntVar(&f.maxConcurrentJobs, "max-concurrent-jobs", defaultMaxConcurrentJobs, "How many runner Jobs (operations of Job Stacks) run at once; more wait for a free slot.")
+	flag.DurationVar(&f.runnerPendingTimeout, "runner-pending-timeout", executor.DefaultPendingTimeout, "How long a runner Pod may stay Pending (unscheduled, pulling its image, initialising) before its operation fails with RunnerPodFailed and the Stack backs off; raise it where a cluster autoscaler adds nodes for runner Pods.")
 	flag.StringVar(&f.runnerEndpoint, "runner-endpoint", "", "HTTPS URL at which runner Pods reach the controller to fetch their program and inputs and to report their result (default: https://stackpilot-runner.<the controller's namespace>.svc:9444).")
 	flag.StringVar(&f.runnerCertDir, "runner-cert-dir", "", "Directory holding tls.crt and tls.key (and ca.crt when another CA signed them) for the runner endpoint (default: a self-signed certificate for the --runner-endpoint host, made once and kept in the data dir, so that Pods of running Jobs still trust a restarted controller).")
 	flag.StringVar(&f.runnerBindAddr, "runner-bind-address", fmt.Sprintf(":%d", runnerPort), "Address of the HTTPS endpoint that runner Pods call (each request authenticated by its operation's credential).")
@@ -154,6 +156,9 @@ func run() error {
 	}
 	if err := checkExecutor(f.defaultExecutor); err != nil {
 		return err
+	}
+	if f.runnerPendingTimeout <= 0 {
+		return errors.New("--runner-pending-timeout must be positive, for example 5m")
 	}
 	if f.maxConcurrentJobs < 1 {
 		return errors.New("--max-concurrent-jobs must be at least 1")

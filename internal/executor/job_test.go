@@ -305,6 +305,33 @@ func TestPodStatesEndTheWait(t *testing.T) {
 			t.Fatalf("Run: %v", err)
 		}
 	})
+	t.Run("pending past its deadline", func(t *testing.T) {
+		// No scheduler runs here: the test writes what one writes for a
+		// Pod no node can take, and the Pod stays Pending.
+		pending := &Job{Client: c, Channel: &fakeChannel{}, Endpoint: "https://10.0.0.1:9444", RunnerImage: "runner:1", PendingTimeout: 2 * time.Second}
+		req := jobRequest(stack, "up-20261203-080000-00000005")
+		go func() {
+			waitFor(t, "the runner Pod", func() bool { return len(podsWithOperation(t, c, ns, req.Spec.ID)) == 1 })
+			pod := podsWithOperation(t, c, ns, req.Spec.ID)[0]
+			pod.Status.Phase = corev1.PodPending
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+				Message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."}}
+			if err := c.Status().Update(context.Background(), &pod); err != nil {
+				t.Error(err)
+			}
+		}()
+		_, err := pending.Run(context.Background(), req)
+		var podErr *PodError
+		if !errors.As(err, &podErr) || podErr.Reason != "Unschedulable" ||
+			!strings.Contains(err.Error(), "still pending after 2s: 0/1 nodes are available: 1 node(s) didn't match") {
+			t.Fatalf("Run: %v, want RunnerPodFailed: Unschedulable with the scheduler's message", err)
+		}
+		waitFor(t, "the pending Job to go", func() bool {
+			var jobs batchv1.JobList
+			_ = c.List(context.Background(), &jobs, client.InNamespace(ns), client.MatchingLabels{LabelOperation: req.Spec.ID})
+			return len(jobs.Items) == 0
+		})
+	})
 	t.Run("pod deleted", func(t *testing.T) {
 		req := jobRequest(stack, "up-20261203-080000-00000004")
 		go func() {

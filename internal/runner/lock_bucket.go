@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -11,20 +12,41 @@ import (
 	"sync"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/azureblob"
 	_ "gocloud.dev/blob/s3blob" // s3://, as the CLI opens it
 	"gocloud.dev/gcerrors"
 )
 
-// An s3:// backend is a gocloud bucket, opened by the CLI from its URL with
-// gocloud's s3blob (the bucket is the URL's host; its query sets region,
-// endpoint, path style...), after a rewrite of AWS SDK v1-era parameters
-// (translateLegacyS3Params), and prefixed by the URL's path. The runner opens
-// it the same way, with the same gocloud driver, so it reads the bucket the
-// CLI writes.
+// An object-store backend is a bucket the CLI opens from its URL with gocloud
+// and prefixes with the URL's path (pkg/backend/diy/backend.go,
+// newDIYBackend):
+//   - s3:// with gocloud's s3blob (the bucket is the URL's host; its query
+//     sets region, endpoint, path style...), after a rewrite of AWS SDK
+//     v1-era parameters (translateLegacyS3Params);
+//   - azblob:// with azureblob's default client and service URL options,
+//     which read the AZURE_STORAGE_* variables;
+//   - gs:// with gcsblob and the CLI's own credentials chain.
+// The runner opens s3:// and azblob:// the same way, with the same gocloud
+// drivers, so it reads the bucket the CLI writes. A gs:// bucket it reads
+// through the Cloud Storage JSON API itself (lock_gcs.go): Google's client
+// library would add 27 MB to a binary every runner Pod copies, for three
+// calls.
+
+// objectStore is what the lock store needs of a bucket, keys relative to the
+// backend's prefix. read and remove return errObjectGone for a key that is
+// not there.
+type objectStore interface {
+	list(ctx context.Context, prefix string) ([]string, error)
+	read(ctx context.Context, key string) ([]byte, error)
+	remove(ctx context.Context, key string) error
+	close() error
+}
+
+var errObjectGone = errors.New("no such object")
 
 // bucketLockStore is the lock store of an object-store backend.
 type bucketLockStore struct {
-	bucket             *blob.Bucket
+	bucket             objectStore
 	where              string // the backend URL without credentials, for messages
 	project, stackName string
 	restoreEnv         func()
@@ -39,60 +61,121 @@ func openBucketLocks(ctx context.Context, spec Spec, project string) (lockStore,
 		}
 		return os.Getenv(k)
 	}
-	raw, err := translateLegacyS3Params(spec.Backend, getenv)
-	if err != nil {
-		return nil, fmt.Errorf("stale lock: the backend %s: %w", where, err)
+	raw := spec.Backend
+	if strings.HasPrefix(raw, "s3://") {
+		var err error
+		if raw, err = translateLegacyS3Params(spec.Backend, getenv); err != nil {
+			return nil, fmt.Errorf("stale lock: the backend %s: %w", where, err)
+		}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("stale lock: the backend URL %s does not parse", where)
 	}
-	// The SDK reads its credentials, region and profile from the process
-	// environment, where the CLI has Env's: so does the runner while it talks
-	// to the bucket.
-	restore := overlayEnv(env, "AWS_")
-	bucket, err := blob.OpenBucket(ctx, raw)
+	// The SDKs read their credentials, region, account and endpoints from
+	// the process environment, where the CLI has Env's: so does the runner
+	// while it talks to the bucket.
+	restore := overlayEnv(env, "AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "AZURE_")
+	bucket, err := openObjectStore(ctx, u, raw)
 	if err != nil {
 		restore()
 		return nil, fmt.Errorf("stale lock: open the backend %s: %w", where, scrubURL(err, u))
 	}
-	if prefix := bucketPrefix(u); prefix != "" {
-		bucket = blob.PrefixedBucket(bucket, prefix)
-	}
 	return &bucketLockStore{bucket: bucket, where: where, project: project, stackName: spec.StackName, restoreEnv: restore}, nil
 }
 
-func (s *bucketLockStore) locks(ctx context.Context) ([]lockFile, error) {
-	var locks []lockFile
-	it := s.bucket.List(&blob.ListOptions{Prefix: lockRoot})
+// openObjectStore opens the bucket of an object-store backend URL as the
+// CLI does for its scheme.
+func openObjectStore(ctx context.Context, u *url.URL, raw string) (objectStore, error) {
+	var bucket *blob.Bucket
+	var err error
+	switch u.Scheme {
+	case "gs":
+		return openGCS(ctx, u)
+	case azureblob.Scheme:
+		// Not gocloud's default azblob opener, which refuses a SAS token
+		// with a URL that overrides the service endpoint: the CLI registers
+		// this one, so a URL the CLI opens opens here too.
+		opener := &azureblob.URLOpener{MakeClient: azureblob.NewDefaultClient, ServiceURLOptions: *azureblob.NewDefaultServiceURLOptions()}
+		bucket, err = opener.OpenBucketURL(ctx, u)
+	default:
+		bucket, err = blob.OpenBucket(ctx, raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if prefix := bucketPrefix(u); prefix != "" {
+		bucket = blob.PrefixedBucket(bucket, prefix)
+	}
+	return gocloudStore{bucket}, nil
+}
+
+// gocloudStore is a gocloud bucket.
+type gocloudStore struct{ bucket *blob.Bucket }
+
+func (g gocloudStore) list(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	it := g.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
-			return locks, nil
+			return keys, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stale lock: list the locks of %s: %w", s.where, err)
+			return nil, err
 		}
-		if obj.IsDir || !lockKeyOf(obj.Key, s.project, s.stackName) {
+		if !obj.IsDir {
+			keys = append(keys, obj.Key)
+		}
+	}
+}
+
+func (g gocloudStore) read(ctx context.Context, key string) ([]byte, error) {
+	data, err := g.bucket.ReadAll(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, errObjectGone
+	}
+	return data, err
+}
+
+func (g gocloudStore) remove(ctx context.Context, key string) error {
+	err := g.bucket.Delete(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return errObjectGone
+	}
+	return err
+}
+
+func (g gocloudStore) close() error { return g.bucket.Close() }
+
+func (s *bucketLockStore) locks(ctx context.Context) ([]lockFile, error) {
+	keys, err := s.bucket.list(ctx, lockRoot)
+	if err != nil {
+		return nil, fmt.Errorf("stale lock: list the locks of %s: %w", s.where, err)
+	}
+	var locks []lockFile
+	for _, key := range keys {
+		if !lockKeyOf(key, s.project, s.stackName) {
 			continue
 		}
-		data, err := s.bucket.ReadAll(ctx, obj.Key)
-		if gcerrors.Code(err) == gcerrors.NotFound {
+		data, err := s.bucket.read(ctx, key)
+		if errors.Is(err, errObjectGone) {
 			continue // unlocked since it was listed
 		}
-		l := parseLock(s.where+"/"+obj.Key, data, err) // as the CLI names it
-		l.key, l.content = obj.Key, string(data)
+		l := parseLock(s.where+"/"+key, data, err) // as the CLI names it
+		l.key, l.content = key, string(data)
 		locks = append(locks, l)
 	}
+	return locks, nil
 }
 
 // remove deletes the lock's object. An object store offers no delete "only
 // while it holds this": none is needed, a lock key being a fresh UUID per CLI
 // process, whose process is dead.
 func (s *bucketLockStore) remove(ctx context.Context, l lockFile) (bool, error) {
-	err := s.bucket.Delete(ctx, l.key)
+	err := s.bucket.remove(ctx, l.key)
 	switch {
-	case gcerrors.Code(err) == gcerrors.NotFound:
+	case errors.Is(err, errObjectGone):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("stale lock: remove %s: %w", l.Path, err)
@@ -102,17 +185,18 @@ func (s *bucketLockStore) remove(ctx context.Context, l lockFile) (bool, error) 
 
 func (s *bucketLockStore) close() error {
 	defer s.restoreEnv()
-	return s.bucket.Close()
+	return s.bucket.close()
 }
 
 // envMu serialises overlayEnv: the process environment is one for all.
 var envMu sync.Mutex
 
-// overlayEnv sets the variables of env whose name starts with prefix in the
-// process environment, until the returned func restores it. The runner runs
-// one operation per process, so nothing else reads the environment then;
-// tests that run operations side by side may see the overlay.
-func overlayEnv(env map[string]string, prefix string) (restore func()) {
+// overlayEnv sets the variables of env whose name starts with one of
+// prefixes in the process environment, until the returned func restores it.
+// The runner runs one operation per process, so nothing else reads the
+// environment then; tests that run operations side by side may see the
+// overlay.
+func overlayEnv(env map[string]string, prefixes ...string) (restore func()) {
 	envMu.Lock()
 	type old struct {
 		value string
@@ -120,7 +204,7 @@ func overlayEnv(env map[string]string, prefix string) (restore func()) {
 	}
 	saved := map[string]old{}
 	for k, v := range env {
-		if !strings.HasPrefix(k, prefix) {
+		if !hasAnyPrefix(k, prefixes) {
 			continue
 		}
 		was, set := os.LookupEnv(k)
@@ -137,6 +221,15 @@ func overlayEnv(env map[string]string, prefix string) (restore func()) {
 		}
 		envMu.Unlock()
 	})
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // translateLegacyS3Params is the CLI's rewrite of an s3:// URL's AWS SDK

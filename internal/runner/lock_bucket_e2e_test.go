@@ -2,24 +2,44 @@ package runner
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	. "github.com/onsi/gomega"
+
+	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
-// s3Backend is an S3 server on 127.0.0.1 (gofakes3, in memory; it checks no
-// signature) with one bucket, and the s3:// backend URL of folder team-a in
-// it, as a person would write it for an S3-compatible store: a scheme-less
-// endpoint, v1-era path style and SSL parameters. It is stopped when t ends.
-func s3Backend(t *testing.T) (*s3mem.Backend, string) {
+// The object-store backends below each hold bucket "state", and their
+// backend URLs name folder team-a in it: the prefix of every key.
+
+// isLockKey: a key under a backend's lock folder.
+func isLockKey(key string) bool { return strings.Contains(key, "/.pulumi/locks/") }
+
+// fakeS3 is an S3 server on 127.0.0.1 (gofakes3, in memory; it checks no
+// signature).
+type fakeS3 struct {
+	t   *testing.T
+	mem *s3mem.Backend
+}
+
+// s3Backend starts one, stopped when t ends, and returns the s3:// backend
+// URL as a person would write it for an S3-compatible store: a scheme-less
+// endpoint, v1-era path style and SSL parameters.
+func s3Backend(t *testing.T) (fakeS3, string) {
 	t.Helper()
 	mem := s3mem.New()
 	if err := mem.CreateBucket("state"); err != nil {
@@ -28,38 +48,27 @@ func s3Backend(t *testing.T) (*s3mem.Backend, string) {
 	srv := httptest.NewServer(gofakes3.New(mem).Server())
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
-	return mem, fmt.Sprintf("s3://state/team-a?endpoint=%s&disableSSL=true&s3ForcePathStyle=true&region=us-east-1", host)
+	return fakeS3{t, mem}, fmt.Sprintf("s3://state/team-a?endpoint=%s&disableSSL=true&s3ForcePathStyle=true&region=us-east-1", host)
 }
 
-// s3Lock writes a lock under key as the CLI's Lock does: the JSON of its
-// lockContent, as the object's whole content.
-func s3Lock(t *testing.T, mem *s3mem.Backend, key, hostname string, pid int, at time.Time) {
-	t.Helper()
-	content, err := json.Marshal(struct {
-		Pid       int       `json:"pid"`
-		Username  string    `json:"username"`
-		Hostname  string    `json:"hostname"`
-		Timestamp time.Time `json:"timestamp"`
-	}{pid, "runner", hostname, at})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mem.PutObject("state", key, map[string]string{"Content-Type": "application/json"},
+func (s fakeS3) write(key, hostname string, pid int, at time.Time) {
+	s.t.Helper()
+	content := cliLock(s.t, hostname, pid, at)
+	if _, err := s.mem.PutObject("state", key, map[string]string{"Content-Type": "application/json"},
 		bytes.NewReader(content), int64(len(content)), nil); err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 }
 
-// s3LockKeys lists the lock keys of every stack in the bucket.
-func s3LockKeys(t *testing.T, mem *s3mem.Backend) []string {
-	t.Helper()
-	list, err := mem.ListBucket("state", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+func (s fakeS3) keys() []string {
+	s.t.Helper()
+	list, err := s.mem.ListBucket("state", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	var keys []string
 	for _, c := range list.Contents {
-		if strings.Contains(c.Key, "/.pulumi/locks/") {
+		if isLockKey(c.Key) {
 			keys = append(keys, c.Key)
 		}
 	}
@@ -67,60 +76,216 @@ func s3LockKeys(t *testing.T, mem *s3mem.Backend) []string {
 	return keys
 }
 
+func (s fakeS3) remove(key string) {
+	s.t.Helper()
+	if _, err := s.mem.DeleteObject("state", key); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // TestRunS3StaleLockOfAGonePod: as for postgres://, in an s3:// backend whose
 // credentials come from Env only.
 func TestRunS3StaleLockOfAGonePod(t *testing.T) {
 	t.Parallel()
-	g := NewWithT(t)
 	e := newE2E(t, lockyProgram)
-	mem, backend := s3Backend(t)
+	store, backend := s3Backend(t)
 	e.backend = backend
 	e.env["AWS_ACCESS_KEY_ID"] = "AKIDLOCKTEST"
 	e.env["AWS_SECRET_ACCESS_KEY"] = "s3-secret-key-for-locks"
-	g.Expect(e.run(e.spec(OpUp)).Outcome).To(Equal(OutcomeSucceeded), "creates the stack")
-	started := time.Now().Add(-time.Minute)
-	const pod = "locky-op-7c9f2-x8k2p"
-	// The URL's path is the prefix of every key of the backend.
-	const key = "team-a/.pulumi/locks/organization/locky/dev/6f1c0b52-3c2d-4d5e-9f00-0123456789ab.json"
-	gone := &StaleLock{Host: pod, NotBefore: started, HostGone: true}
+	NewWithT(t).Expect(e.run(e.spec(OpUp)).Outcome).To(Equal(OutcomeSucceeded), "creates the stack")
+	key := goneLockKey("team-a")
+	testStaleLockOfAGonePod(t, e, store, key, "s3://state/"+key, "s3-secret-key-for-locks")
+}
 
-	s3Lock(t, mem, key, pod, 4242, time.Now())
-	locked := e.run(e.spec(OpUp))
-	g.Expect(locked.ErrorClass).To(Equal(ErrorLocked))
-	g.Expect(locked.Message).To(ContainSubstring("the stack is currently locked by 1 lock(s)"), "the CLI reads it as its lock")
+// fakeGCS is a Google Cloud Storage server on 127.0.0.1 (fake-gcs-server's
+// library, in memory, plain HTTP), which the CLI and the runner both reach
+// through STORAGE_EMULATOR_HOST, as Google's client libraries do.
+type fakeGCS struct {
+	t   *testing.T
+	srv *fakestorage.Server
+}
 
-	spec := e.spec(OpUp)
-	spec.StaleLock = gone
-	cleared := e.run(spec)
-	g.Expect(cleared.Outcome).To(Equal(OutcomeSucceeded), cleared.Message)
-	g.Expect(cleared.ClearedLocks).To(Equal(1))
-	g.Expect(s3LockKeys(t, mem)).To(BeEmpty())
+func gcsBackend(t *testing.T) (fakeGCS, string, string) {
+	t.Helper()
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Writer: io.Discard,
+		// Its XML API (object reads) answers only requests to this host.
+		PublicHost: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "state"})
+	return fakeGCS{t, srv}, "gs://state/team-a", strings.TrimPrefix(srv.URL(), "http://")
+}
 
-	for _, tc := range []struct {
-		name     string
-		hostname string
-		at       time.Time
-		req      StaleLock
-		why      string
-	}{
-		{"another host's", "someone-else", time.Now(), *gone, "not by the interrupted operation's host " + pod},
-		{"older than the interrupted operation", pod, started.Add(-time.Hour), *gone, "older than the interrupted operation"},
-		{"its Pod may still run", pod, time.Now(), StaleLock{Host: pod, NotBefore: started}, "host " + pod + " may still be running"},
-	} {
-		s3Lock(t, mem, key, tc.hostname, 4242, tc.at)
-		spec := e.spec(OpUp)
-		spec.StaleLock = &tc.req
-		res := e.run(spec)
-		g.Expect(res.Outcome).To(Equal(OutcomeConflict), tc.name)
-		g.Expect(res.ErrorClass).To(Equal(ErrorLocked), tc.name)
-		g.Expect(res.ClearedLocks).To(BeZero(), tc.name)
-		g.Expect(res.Message).To(ContainSubstring("s3://state/"+key), tc.name)
-		g.Expect(res.Message).To(ContainSubstring("host "+tc.hostname+", pid 4242"), tc.name)
-		g.Expect(res.Message).To(ContainSubstring(tc.why), tc.name)
-		g.Expect(res.Message).To(ContainSubstring("pulumi cancel --stack dev"), tc.name)
-		g.Expect(s3LockKeys(t, mem)).To(ConsistOf(key), tc.name+": kept")
-		if _, err := mem.DeleteObject("state", key); err != nil {
-			t.Fatal(err)
+func (s fakeGCS) write(key, hostname string, pid int, at time.Time) {
+	s.t.Helper()
+	s.srv.CreateObject(fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "state", Name: key, ContentType: "application/json"},
+		Content:     cliLock(s.t, hostname, pid, at),
+	})
+}
+
+func (s fakeGCS) keys() []string {
+	s.t.Helper()
+	objs, _, err := s.srv.ListObjectsWithOptions("state", fakestorage.ListOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objs {
+		if isLockKey(o.Name) {
+			keys = append(keys, o.Name)
 		}
 	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (s fakeGCS) remove(key string) {
+	s.t.Helper()
+	if err := s.srv.Client().Bucket("state").Object(key).Delete(context.Background()); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TestRunGCSStaleLockOfAGonePod: as for postgres://, in a gs:// backend,
+// with an access token in Env (GOOGLE_OAUTH_ACCESS_TOKEN, which the CLI
+// reads before the application default credentials).
+func TestRunGCSStaleLockOfAGonePod(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, lockyProgram)
+	store, backend, host := gcsBackend(t)
+	e.backend = backend
+	e.env["STORAGE_EMULATOR_HOST"] = host
+	e.env["GOOGLE_OAUTH_ACCESS_TOKEN"] = "ya29.gcs-token-for-locks"
+	NewWithT(t).Expect(e.run(e.spec(OpUp)).Outcome).To(Equal(OutcomeSucceeded), "creates the stack")
+	key := goneLockKey("team-a")
+	testStaleLockOfAGonePod(t, e, store, key, "gs://state/"+key, "ya29.gcs-token-for-locks")
+}
+
+// azuriteAccount and azuriteKey are the emulator's well-known development
+// account (published by Microsoft for Azurite; no secret).
+const (
+	azuriteAccount = "devstoreaccount1"
+	azuriteKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+// azurite is Azurite, Microsoft's Azure Storage emulator (bin/azurite-blob,
+// pinned in dev/tools/azurite), serving Blob storage on 127.0.0.1 from a
+// folder of the test's.
+type azurite struct {
+	t      *testing.T
+	client *azblob.Client
+}
+
+func azureBackend(t *testing.T) (azurite, string) {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.RequireBinaries(bin, "azurite-blob"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	_ = l.Close()
+	dir := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "azurite-blob"), "--blobHost", "127.0.0.1", "--blobPort", port,
+		"--location", dir, "--skipApiVersionCheck", "--disableProductStyleUrl", "--silent")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	cred, err := azblob.NewSharedKeyCredential(azuriteAccount, azuriteKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := azblob.NewClientWithSharedKeyCredential("http://"+addr+"/"+azuriteAccount, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node starts in seconds, more on a busy machine: wait for the
+	// container to be made, or for the emulator to exit.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = client.CreateContainer(ctx, "state", nil)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case werr := <-exited:
+			t.Fatalf("azurite-blob exited (%v): %s", werr, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("azurite-blob on %s: %v\n%s", addr, err, out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The emulator's URL form: the account is the URL path's first part.
+	return azurite{t, client}, fmt.Sprintf("azblob://state/team-a?localemu=true&domain=%s&protocol=http", addr)
+}
+
+func (s azurite) write(key, hostname string, pid int, at time.Time) {
+	s.t.Helper()
+	if _, err := s.client.UploadBuffer(context.Background(), "state", key, cliLock(s.t, hostname, pid, at), nil); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s azurite) keys() []string {
+	s.t.Helper()
+	var keys []string
+	pager := s.client.NewListBlobsFlatPager("state", nil)
+	for pager.More() {
+		page, err := pager.NextPage(context.Background())
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, b := range page.Segment.BlobItems {
+			if b.Name != nil && isLockKey(*b.Name) {
+				keys = append(keys, *b.Name)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (s azurite) remove(key string) {
+	s.t.Helper()
+	if _, err := s.client.DeleteBlob(context.Background(), "state", key, nil); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TestRunAzureStaleLockOfAGonePod: as for postgres://, in an azblob://
+// backend whose account and key come from Env (AZURE_STORAGE_ACCOUNT,
+// AZURE_STORAGE_KEY, as the CLI reads them).
+func TestRunAzureStaleLockOfAGonePod(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, lockyProgram)
+	store, backend := azureBackend(t)
+	e.backend = backend
+	e.env["AZURE_STORAGE_ACCOUNT"] = azuriteAccount
+	e.env["AZURE_STORAGE_KEY"] = azuriteKey
+	NewWithT(t).Expect(e.run(e.spec(OpUp)).Outcome).To(Equal(OutcomeSucceeded), "creates the stack")
+	key := goneLockKey("team-a")
+	testStaleLockOfAGonePod(t, e, store, key, "azblob://state/"+key, azuriteKey)
 }

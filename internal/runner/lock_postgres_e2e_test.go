@@ -37,29 +37,18 @@ func openPGLocks(t *testing.T, backend string) pgLocks {
 	return pgLocks{t: t, db: db}
 }
 
-// write stores a lock under key exactly as the CLI's Lock does: the JSON of
-// its lockContent (pid, username, hostname, timestamp, in that order), through
-// its bucket's writer (base64 in {"data": ...}, upserted).
+// write stores a lock under key exactly as the CLI's Lock does, through its
+// bucket's writer (base64 in {"data": ...}, upserted).
 func (p pgLocks) write(key, hostname string, pid int, at time.Time) {
 	p.t.Helper()
-	content, err := json.Marshal(struct {
-		Pid       int       `json:"pid"`
-		Username  string    `json:"username"`
-		Hostname  string    `json:"hostname"`
-		Timestamp time.Time `json:"timestamp"`
-	}{pid, "runner", hostname, at})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	data, _ := json.Marshal(map[string]string{"data": base64.StdEncoding.EncodeToString(content)})
-	_, err = p.db.Exec("INSERT INTO pulumi_state (key, data) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET data = $2, updated_at = now()",
+	data, _ := json.Marshal(map[string]string{"data": base64.StdEncoding.EncodeToString(cliLock(p.t, hostname, pid, at))})
+	_, err := p.db.Exec("INSERT INTO pulumi_state (key, data) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET data = $2, updated_at = now()",
 		key, string(data))
 	if err != nil {
 		p.t.Fatal(err)
 	}
 }
 
-// keys lists the lock keys of every stack.
 func (p pgLocks) keys() []string {
 	p.t.Helper()
 	rows, err := p.db.Query("SELECT key FROM pulumi_state WHERE key LIKE 'postgres/.pulumi/locks/%' ORDER BY key")
@@ -78,9 +67,9 @@ func (p pgLocks) keys() []string {
 	return keys
 }
 
-func (p pgLocks) clear() {
+func (p pgLocks) remove(key string) {
 	p.t.Helper()
-	if _, err := p.db.Exec("DELETE FROM pulumi_state WHERE key LIKE 'postgres/.pulumi/locks/%'"); err != nil {
+	if _, err := p.db.Exec("DELETE FROM pulumi_state WHERE key = $1", key); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -97,62 +86,18 @@ func TestRunPostgresStaleLockOfAGonePod(t *testing.T) {
 	e.backend = startPostgres(t)
 	g.Expect(e.run(e.spec(OpUp)).Outcome).To(Equal(OutcomeSucceeded), "creates the stack and the CLI's table")
 	db := openPGLocks(t, e.backend)
-	started := time.Now().Add(-time.Minute)
-	const pod = "locky-op-7c9f2-x8k2p"
 	// The database's name is the prefix of every key of the backend.
-	const key = "postgres/.pulumi/locks/organization/locky/dev/6f1c0b52-3c2d-4d5e-9f00-0123456789ab.json"
-	gone := &StaleLock{Host: pod, NotBefore: started, HostGone: true}
-
-	// The CLI reads the row as one of its locks: it refuses the update with
-	// this message only once it has decoded every lock's JSON.
-	db.write(key, pod, 4242, time.Now())
-	locked := e.run(e.spec(OpUp))
-	g.Expect(locked.Outcome).To(Equal(OutcomeConflict))
-	g.Expect(locked.ErrorClass).To(Equal(ErrorLocked))
-	g.Expect(locked.Message).To(ContainSubstring("the stack is currently locked by 1 lock(s)"))
-
-	spec := e.spec(OpUp)
-	spec.StaleLock = gone
-	cleared := e.run(spec)
-	g.Expect(cleared.Outcome).To(Equal(OutcomeSucceeded), cleared.Message)
-	g.Expect(cleared.ClearedLocks).To(Equal(1))
-	g.Expect(db.keys()).To(BeEmpty())
-
-	for _, tc := range []struct {
-		name     string
-		hostname string
-		at       time.Time
-		req      StaleLock
-		why      string
-	}{
-		{"another host's", "someone-else", time.Now(), *gone, "not by the interrupted operation's host " + pod},
-		{"older than the interrupted operation", pod, started.Add(-time.Hour), *gone, "older than the interrupted operation"},
-		{"its Pod may still run", pod, time.Now(), StaleLock{Host: pod, NotBefore: started}, "host " + pod + " may still be running"},
-	} {
-		db.write(key, tc.hostname, 4242, tc.at)
-		spec := e.spec(OpUp)
-		spec.StaleLock = &tc.req
-		res := e.run(spec)
-		g.Expect(res.Outcome).To(Equal(OutcomeConflict), tc.name)
-		g.Expect(res.ErrorClass).To(Equal(ErrorLocked), tc.name)
-		g.Expect(res.ClearedLocks).To(BeZero(), tc.name)
-		g.Expect(res.Message).To(ContainSubstring("/"+key), tc.name)
-		g.Expect(res.Message).To(ContainSubstring("host "+tc.hostname+", pid 4242"), tc.name)
-		g.Expect(res.Message).To(ContainSubstring(tc.why), tc.name)
-		g.Expect(res.Message).To(ContainSubstring("pulumi cancel --stack dev"), tc.name)
-		g.Expect(res.Message).NotTo(ContainSubstring(pgPassword), tc.name)
-		g.Expect(db.keys()).To(ConsistOf(key), tc.name+": kept")
-		db.clear()
-	}
+	key := goneLockKey("postgres")
+	testStaleLockOfAGonePod(t, e, db, key, "/"+key, pgPassword)
 
 	// The password in Env (PGPASSWORD) rather than in the URL: the runner
 	// connects as the CLI does.
 	e.backend = strings.Replace(e.backend, ":"+pgPassword+"@", "@", 1)
 	e.env["PGPASSWORD"] = pgPassword
-	db.write(key, pod, 4242, time.Now())
-	spec = e.spec(OpUp)
-	spec.StaleLock = gone
-	cleared = e.run(spec)
+	db.write(key, "locky-op-7c9f2-x8k2p", 4242, time.Now())
+	spec := e.spec(OpUp)
+	spec.StaleLock = &StaleLock{Host: "locky-op-7c9f2-x8k2p", NotBefore: time.Now().Add(-time.Minute), HostGone: true}
+	cleared := e.run(spec)
 	g.Expect(cleared.Outcome).To(Equal(OutcomeSucceeded), cleared.Message)
 	g.Expect(cleared.ClearedLocks).To(Equal(1))
 	g.Expect(db.keys()).To(BeEmpty())

@@ -29,9 +29,8 @@ type lockStore interface {
 }
 
 // openLockStore opens the lock store of spec's backend, or returns nil for a
-// backend whose locks the runner does not clear: Pulumi Cloud (its update
-// leases are the service's), and gs:// and azblob://, whose drivers the runner
-// does not link (lock_bucket.go would open them as it opens s3://).
+// backend whose locks the runner does not clear: Pulumi Cloud, whose
+// in-progress updates are the service's (`pulumi cancel` ends them).
 func openLockStore(ctx context.Context, spec Spec, project string) (lockStore, error) {
 	if dir, ok := fileBackendDir(spec.Backend); ok {
 		return fileLockStore{dir: dir, project: project, stackName: spec.StackName}, nil
@@ -39,7 +38,7 @@ func openLockStore(ctx context.Context, spec Spec, project string) (lockStore, e
 	switch {
 	case strings.HasPrefix(spec.Backend, "postgres://"):
 		return openPostgresLocks(ctx, spec, project)
-	case strings.HasPrefix(spec.Backend, "s3://"):
+	case strings.HasPrefix(spec.Backend, "s3://"), strings.HasPrefix(spec.Backend, "gs://"), strings.HasPrefix(spec.Backend, "azblob://"):
 		return openBucketLocks(ctx, spec, project)
 	}
 	return nil, nil

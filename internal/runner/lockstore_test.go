@@ -1,7 +1,11 @@
 package runner
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/lib/pq"
@@ -89,4 +93,38 @@ func TestTranslateLegacyS3Params(t *testing.T) {
 	g.Expect(out).To(Equal("s3://b?endpoint=https://s3.local"), "told otherwise by the environment")
 	out, _ = translateLegacyS3Params("s3://b?region=eu-west-1", none)
 	g.Expect(out).To(Equal("s3://b?region=eu-west-1"))
+}
+
+// TestGCSLockStoreSaysWhatTheServiceRefused: a refusal of Cloud Storage
+// reaches the operation's message with the service's own words; an emulator
+// (STORAGE_EMULATOR_HOST) is sent no credential, as by Google's libraries.
+func TestGCSLockStoreSaysWhatTheServiceRefused(t *testing.T) {
+	g := NewWithT(t)
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"error":{"code":403,"message":"runner@p.iam.gserviceaccount.com does not have storage.objects.list access"}}`))
+	}))
+	defer srv.Close()
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
+	s, err := openLockStore(context.Background(), Spec{Backend: "gs://state/team-a", StackName: "dev",
+		Env: map[string]string{"GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.secret-token"}}, "web")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(s.close()).To(Succeed()) }()
+	_, err = s.locks(context.Background())
+	g.Expect(err).To(MatchError(ContainSubstring("stale lock: list the locks of gs://state/team-a: the Cloud Storage API answered 403 Forbidden: runner@p.iam.gserviceaccount.com does not have storage.objects.list access")))
+	g.Expect(err.Error()).NotTo(ContainSubstring("ya29"))
+	g.Expect(auth).To(BeEmpty(), "an emulator gets no credentials")
+}
+
+// TestGCSLockStoreNamesABadCredential: a GOOGLE_CREDENTIALS that is no
+// credentials JSON is named, its content never repeated.
+func TestGCSLockStoreNamesABadCredential(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	_, err := openLockStore(context.Background(), Spec{Backend: "gs://state", StackName: "dev",
+		Env: map[string]string{"GOOGLE_CREDENTIALS": "not-json-but-a-s3cret"}}, "web")
+	g.Expect(err).To(MatchError(ContainSubstring("stale lock: open the backend gs://state: GOOGLE_CREDENTIALS does not hold a credentials JSON")))
+	g.Expect(err.Error()).NotTo(ContainSubstring("s3cret"))
 }

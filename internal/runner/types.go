@@ -133,9 +133,9 @@ type Spec struct {
 //     reused); on another host, HostGone is set.
 //
 // The runner reads and removes those locks itself, with the backend's
-// credentials from Env. Other backends get no automatic clearing: Pulumi
-// Cloud, whose update leases are the service's, and gs:// and azblob://,
-// whose drivers the runner does not link.
+// credentials from Env: file://, postgres://, s3://, gs:// and azblob://.
+// Pulumi Cloud gets no automatic clearing: its in-progress updates are the
+// service's.
 type StaleLock struct {
 	// Host is the host name the dead operation ran on (its controller's
 	// os.Hostname(); in a Pod, the Pod name).
