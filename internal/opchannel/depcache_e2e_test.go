@@ -110,24 +110,6 @@ func failingNpm(t *testing.T) string {
 	return mark
 }
 
-func depsRunPod(t *testing.T, c *channel, op Operation) (PodOptions, runner.Result) {
-	t.Helper()
-	cred, err := c.srv.Register(op)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.srv.Unregister(op.ID) })
-	o := c.podOptions(op.ID, cred)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := RunPod(ctx, o); err != nil {
-		t.Fatalf("RunPod: %v", err)
-	}
-	res := c.result(op.ID)
-	t.Logf("%s: outcome=%s class=%s cache=%q message=%q", op.ID, res.Outcome, res.ErrorClass, res.DependencyCache, res.Message)
-	return o, res
-}
-
 func restoredDep(t *testing.T, o PodOptions) string {
 	t.Helper()
 	return fileText(t, filepath.Join(o.WorkRoot, treeDir, "prog", "node_modules", "tiny-dep", "index.js"))
@@ -143,7 +125,7 @@ func TestRunPodDependencyCacheNode(t *testing.T) {
 	spec := runner.Spec{Type: runner.OpUp, WorkDir: "prog", StackName: "dev",
 		Backend: "file://" + filepath.Join(t.TempDir(), "state"), Env: env, Timeout: runner.Duration(5 * time.Minute)}
 
-	o, res := depsRunPod(t, c, newOp(t, "op-miss", tree, digest, spec))
+	o, res := runPod(t, c, newOp(t, "op-miss", tree, digest, spec))
 	if res.DependencyCache != runner.DepCacheMiss {
 		t.Fatalf("first operation: dependencyCache %q, want miss: %s", res.DependencyCache, res.Message)
 	}
@@ -159,7 +141,7 @@ func TestRunPodDependencyCacheNode(t *testing.T) {
 	}
 
 	mark := failingNpm(t)
-	o, res = depsRunPod(t, c, newOp(t, "op-hit", tree, digest, spec))
+	o, res = runPod(t, c, newOp(t, "op-hit", tree, digest, spec))
 	if res.DependencyCache != runner.DepCacheHit {
 		t.Fatalf("second operation: dependencyCache %q, want hit: %s", res.DependencyCache, res.Message)
 	}
@@ -222,7 +204,7 @@ func TestRunPodDependencyCacheRefusesEscapes(t *testing.T) {
 		t.Fatal("the evil entry is not one artifact.Untar refuses")
 	}
 
-	o, res := depsRunPod(t, c, newOp(t, "op-evil", tree, digest, spec))
+	o, res := runPod(t, c, newOp(t, "op-evil", tree, digest, spec))
 	if _, err := os.Lstat(outside); err == nil {
 		t.Fatal("the escaping entry wrote outside the Pod's folder")
 	}
@@ -242,7 +224,7 @@ func TestRunPodDependencyCacheRefusesEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	failingNpm(t)
-	_, res = depsRunPod(t, c, newOp(t, "op-fails", tree, digest, spec))
+	_, res = runPod(t, c, newOp(t, "op-fails", tree, digest, spec))
 	if res.Outcome != runner.OutcomeFailed || res.ErrorClass != runner.ErrorProgram || res.DependencyCache != runner.DepCacheMiss ||
 		!contains(res.Message, "installing the program's dependencies", "npm ci", "npm ERR! this npm must not run") {
 		t.Fatalf("a failed install: %+v", res)
@@ -265,7 +247,7 @@ func TestRunPodDependencyCacheNone(t *testing.T) {
 	})
 	spec := runner.Spec{Type: runner.OpUp, WorkDir: "prog", StackName: "dev",
 		Backend: "file://" + filepath.Join(t.TempDir(), "state"), Env: env, Timeout: runner.Duration(5 * time.Minute)}
-	_, res := depsRunPod(t, c, newOp(t, "op-go", tree, digest, spec))
+	_, res := runPod(t, c, newOp(t, "op-go", tree, digest, spec))
 	if res.DependencyCache != "" {
 		t.Fatalf("a Go program without go.sum: dependencyCache %q, want none", res.DependencyCache)
 	}
@@ -320,7 +302,7 @@ func TestRunPodDependencyCachePython(t *testing.T) {
 				}
 			}
 
-			o, res := depsRunPod(t, c, newOp(t, "op-py-miss", tree, digest, spec))
+			o, res := runPod(t, c, newOp(t, "op-py-miss", tree, digest, spec))
 			if res.DependencyCache != runner.DepCacheMiss || strings.Contains(res.Message, "installing the program's dependencies") {
 				t.Fatalf("first operation: dependencyCache %q: %s", res.DependencyCache, res.Message)
 			}
@@ -329,7 +311,7 @@ func TestRunPodDependencyCachePython(t *testing.T) {
 				t.Fatalf("the cache of namespace team holds %v, want one entry", entries)
 			}
 
-			o, res = depsRunPod(t, c, newOp(t, "op-py-hit", tree, digest, spec))
+			o, res = runPod(t, c, newOp(t, "op-py-hit", tree, digest, spec))
 			if res.DependencyCache != runner.DepCacheHit {
 				t.Fatalf("second operation: dependencyCache %q, want hit: %s", res.DependencyCache, res.Message)
 			}

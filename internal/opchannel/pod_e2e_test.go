@@ -60,7 +60,7 @@ func runPod(t *testing.T, c *channel, op Operation) (PodOptions, runner.Result) 
 		t.Fatalf("RunPod: %v", err)
 	}
 	res := c.result(op.ID)
-	t.Logf("%s: outcome=%s class=%s changes=%+v message=%q", op.ID, res.Outcome, res.ErrorClass, res.Changes, res.Message)
+	t.Logf("%s: outcome=%s class=%s changes=%+v cache=%q message=%q", op.ID, res.Outcome, res.ErrorClass, res.Changes, res.DependencyCache, res.Message)
 	return o, res
 }
 
