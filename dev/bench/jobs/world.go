@@ -233,7 +233,7 @@ func (w *world) startBackendAndGit(ctx context.Context) (err error) {
 	w.defer_(w.pg.Stop)
 	w.prog = &testenv.Program{}
 	w.defer_(w.prog.Close)
-	return try(func() { w.git = testenv.NewGitServer(w.prog) })
+	return benchenv.Try(func() { w.git = testenv.NewGitServer(w.prog) })
 }
 
 func (w *world) startController(ctx context.Context, binary string, extra []string) error {
@@ -359,24 +359,8 @@ func (w *world) stack(ns, name, repo, dir, cm, executor string) *v1alpha1.Stack 
 
 // commit adds a commit to repo's branch whose tree is exactly files.
 func (w *world) commit(repo string, files map[string]string, message string) (hash string, err error) {
-	err = try(func() { hash = w.git.Commit(w.prog, repo, branch, files, message) })
+	err = benchenv.Try(func() { hash = w.git.Commit(w.prog, repo, branch, files, message) })
 	return hash, err
-}
-
-// try runs f and returns the *testenv.FatalError it panics with, if any:
-// what testenv.Program.Fatalf does in place of failing a test.
-func try(f func()) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fe, ok := r.(*testenv.FatalError)
-			if !ok {
-				panic(r)
-			}
-			err = fe
-		}
-	}()
-	f()
-	return nil
 }
 
 // freePortOn is a TCP port free on host now.

@@ -42,7 +42,7 @@ func (e *Env) startGitServer() error {
 	})
 	e.prog = &testenv.Program{}
 	e.defer_(e.prog.Close) // stops the server and removes its repositories
-	return try(func() { e.Git = testenv.NewGitServer(e.prog) })
+	return Try(func() { e.Git = testenv.NewGitServer(e.prog) })
 }
 
 // GitCounts returns the Git server's requests so far.
@@ -54,13 +54,13 @@ func (e *Env) GitCounts() GitCounts {
 // Commit adds a commit to branch of repo (created on first use, HEAD at
 // branch) whose tree is exactly files, and returns its hash.
 func (e *Env) Commit(repo, branch string, files map[string]string, message string) (hash string, err error) {
-	err = try(func() { hash = e.Git.Commit(e.prog, repo, branch, files, message) })
+	err = Try(func() { hash = e.Git.Commit(e.prog, repo, branch, files, message) })
 	return hash, err
 }
 
-// try runs f and returns the *testenv.FatalError it panics with, if any:
+// Try runs f and returns the *testenv.FatalError it panics with, if any:
 // what testenv.Program.Fatalf does in place of failing a test.
-func try(f func()) (err error) {
+func Try(f func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			fe, ok := r.(*testenv.FatalError)
