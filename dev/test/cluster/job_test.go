@@ -500,6 +500,79 @@ func TestJobExecutor(t *testing.T) {
 		f.noRunnerLeft(f.ns)
 	})
 
+	step("timeout", func(t *testing.T, g *WithT) {
+		// The slow program's Deployment is Ready after 40 s: an up given
+		// 30 s times out while Pulumi waits for it. The runner cancels
+		// Pulumi (one SIGINT): it writes its checkpoint and releases its
+		// lock, so the next up removes nothing.
+		f.patchSpec(key, func(s *v1alpha1.Stack) { s.Spec.Timeout = &metav1.Duration{Duration: 30 * time.Second} })
+		slow := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("orange", true)}, "slow orange")
+		f.requestReconcile(key)
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, key)
+			var timedOut []v1alpha1.OperationRecord
+			for _, h := range s.Status.History {
+				if strings.HasSuffix(h.Revision, slow) && h.Reason == v1alpha1.TimeoutReason {
+					timedOut = append(timedOut, h)
+				}
+			}
+			g.Expect(timedOut).NotTo(BeEmpty(), "no up of %s timed out: %v", slow, historyOf(s, slow))
+			g.Expect(timedOut[0].Type).To(Equal(v1alpha1.OperationUp))
+			g.Expect(timedOut[0].Outcome).To(Equal(v1alpha1.OutcomeFailed))
+			g.Expect(timedOut[0].Message).To(ContainSubstring("timed out after 30s"))
+		}, 5*time.Minute, time.Second).Should(Succeed())
+		g.Expect(historyOf(f.get(g, key), slow)).NotTo(ContainElement("up interrupted"), "a timed-out up is not an interruption")
+
+		f.patchSpec(key, func(s *v1alpha1.Stack) { s.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Minute} })
+		commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("orange", false)}, "orange")
+		f.requestReconcile(key)
+		s := f.waitReady(key, commit)
+		g.Expect(historyOf(s, commit)).To(Equal([]string{"up succeeded"}))
+		g.Expect(s.Status.History[0].Message).NotTo(ContainSubstring("stale lock"), "the timed-out up left its lock")
+		g.Expect(f.color()).To(Equal("orange"))
+		f.noRunnerLeft(f.ns)
+	})
+
+	step("runner Pod pending past its deadline", func(t *testing.T, g *WithT) {
+		// A Pod no node can take stays Pending; past
+		// --runner-pending-timeout the operation fails with the
+		// scheduler's reason, and its Job goes.
+		args := f.ctrlCfg.Args
+		f.ctrlCfg.Args = append(append([]string{}, args...), "--runner-pending-timeout=15s")
+		restart := func() {
+			g.Expect(f.ctrl.Stop()).To(Succeed())
+			f.startController()
+		}
+		restart()
+		defer func() { f.ctrlCfg.Args = args; restart() }()
+		f.stack("unschedulable", "infra", func(s *v1alpha1.Stack) {
+			s.Spec.Runner.PodTemplate.Spec.NodeSelector = map[string]string{"stackpilot.dev/no-such-node": "true"}
+			s.Spec.RetryInterval = &metav1.Duration{Duration: time.Hour}
+		})
+		ukey := client.ObjectKey{Namespace: f.ns, Name: "unschedulable"}
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, ukey)
+			c := conditions.Get(s, v1alpha1.ReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(v1alpha1.RunnerPodFailedReason), readyOf(s))
+			g.Expect(c.Message).To(ContainSubstring("RunnerPodFailed: Unschedulable: "))
+			g.Expect(c.Message).To(ContainSubstring("still pending after 15s"))
+			g.Expect(c.Message).To(ContainSubstring("didn't match Pod's node affinity/selector"))
+		}, 3*time.Minute, time.Second).Should(Succeed())
+		// Backing off (an hour here), the Stack has no Job and no Pod.
+		g.Eventually(func(g Gomega) {
+			var jobs batchv1.JobList
+			g.Expect(f.k.List(ctx, &jobs, client.InNamespace(f.ns), client.MatchingLabels{"app.kubernetes.io/component": "runner"})).To(Succeed())
+			for _, j := range jobs.Items {
+				g.Expect(j.Name).NotTo(HavePrefix("unschedulable-"), "the failed operation's Job is left")
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		g.Expect(f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "unschedulable"}})).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(f.k.Get(ctx, ukey, &v1alpha1.Stack{}))
+		}, 2*time.Minute, time.Second).Should(BeTrue(), "the Stack was not deleted")
+	})
+
 	step("missing image", func(t *testing.T, g *WithT) {
 		missing := f.c.Registry + "/stackpilot/nothing-here:1"
 		start := time.Now()
