@@ -42,27 +42,39 @@ help: ## List the targets with what they do.
 
 .PHONY: tools
 tools: ## Build every pinned tool into bin/ from dev/tools/ (first run here: about 36 minutes; later runs: no work).
-	@$(BUILD_TOOL) etcd $(ETCD_VERSION) $(TOOLS)/etcd . -ldflags "$(LDFLAGS)"
+	@# Two lanes at once: on a fresh machine one lane downloads modules or
+	@# links (one core) while the other compiles. Each lane builds in order;
+	@# the lanes share no tool module, so no package is compiled twice at once.
+	@$(MAKE) --no-print-directory -j2 tools-lane-kubernetes tools-lane-pulumi
+
+# The lanes: Kubernetes, etcd, Flux and the dev tools; Pulumi, its plugins,
+# cosign and the npm ones. About even in work on a fresh machine.
+.PHONY: tools-lane-kubernetes
+tools-lane-kubernetes:
 	@$(BUILD_TOOL) kube-apiserver $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-apiserver -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kube-controller-manager $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-controller-manager -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kube-scheduler $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-scheduler -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kubelet $(K8S_VERSION) $(TOOLS)/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kubectl $(K8S_VERSION) $(TOOLS)/kubernetes ./kubectl -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi $(PULUMI_VERSION) $(TOOLS)/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) $(TOOLS)/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
-	@dev/hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) $(TOOLS)/pulumi-kubernetes . \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
+	@$(BUILD_TOOL) etcd $(ETCD_VERSION) $(TOOLS)/etcd . -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) $(TOOLS)/source-controller github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
 	@dev/hack/flux-crds.sh $(SOURCE_CONTROLLER_VERSION)
 	@$(BUILD_TOOL) kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) $(TOOLS)/kustomize-controller github.com/fluxcd/kustomize-controller -ldflags "$(LDFLAGS)"
 	@dev/hack/kustomize-crds.sh $(KUSTOMIZE_CONTROLLER_VERSION)
-	@CGO_ENABLED=0 $(BUILD_TOOL) cosign $(COSIGN_VERSION) $(TOOLS)/cosign github.com/sigstore/cosign/v3/cmd/cosign \
-		-trimpath -ldflags "$(LDFLAGS) -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)"
 	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) $(TOOLS)/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) $(TOOLS)/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"
+
+.PHONY: tools-lane-pulumi
+tools-lane-pulumi:
+	@dev/hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) $(TOOLS)/pulumi-kubernetes . \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi $(PULUMI_VERSION) $(TOOLS)/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) $(TOOLS)/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
+		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) cosign $(COSIGN_VERSION) $(TOOLS)/cosign github.com/sigstore/cosign/v3/cmd/cosign \
+		-trimpath -ldflags "$(LDFLAGS) -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)"
 	@dev/hack/npm-tool.sh azurite-blob $(TOOLS)/azurite azurite/dist/src/blob/main.js
 
 # Stamp the Kubernetes version into its binaries (the node reports it; without
