@@ -9,12 +9,18 @@ import (
 )
 
 // Listener serves h on addr as a manager Runnable: it listens when the
-// manager starts (after leader election, where the Receiver index is
-// filled) and shuts down gracefully when it stops.
+// manager starts and shuts down gracefully when it stops.
 type Listener struct {
 	Addr    string
 	Handler http.Handler
 }
+
+// NeedLeaderElection is false: every replica serves the webhooks, so that a
+// push reaches a Stack through a failover and whichever Pod a Service picks.
+// A push only sets a Stack's reconcile-request annotation in the API server,
+// which the leader acts on; the Receiver index it reads is filled on every
+// replica too (the Receiver reconciler needs no leader either).
+func (l *Listener) NeedLeaderElection() bool { return false }
 
 // Start listens on Addr until ctx ends.
 func (l *Listener) Start(ctx context.Context) error {

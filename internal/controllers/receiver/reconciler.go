@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,7 +40,10 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		For(&v1alpha1.Receiver{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.naming),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: 2}).
+		// Every replica fills its own Index (the webhooks are served by every
+		// replica, webhook.Listener); they write the same status, derived from
+		// the Receiver and its Secret alone.
+		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: 2, NeedLeaderElection: ptr.To(false)}).
 		Named("receiver").
 		Complete(r)
 }
