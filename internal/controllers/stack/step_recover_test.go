@@ -156,6 +156,69 @@ func TestStaleLockOfAnotherPod(t *testing.T) {
 	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeFalse())
 }
 
+// TestStaleLockOfARestartedPod: the other Pod is still there, but its
+// controller container was killed and restarted since the operation began
+// (SIGKILL, OOM, a failed liveness probe: high availability's failover).
+// Every process of the old instance died with it, so the lock may go; a
+// container that did not restart keeps it.
+func TestStaleLockOfARestartedPod(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	r, cached, _ := recoverFixture(t)
+	r.Host, r.PodNamespace = "ctrl-b", "stackpilot-system"
+	stack := cached.DeepCopy()
+	done := metav1.Now()
+	stack.Status.History[0].FinishedAt = &done
+	stack.Status.History[0].Outcome = v1alpha1.OutcomeInterrupted
+	opStart := stack.Status.History[0].StartedAt.Time
+
+	created := metav1.NewTime(opStart.Add(-time.Hour))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ctrl-a", Namespace: "stackpilot-system", CreationTimestamp: created},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "x"}}}}
+	g.Expect(r.Client.Create(ctx, pod)).To(Succeed())
+	setContainer := func(s corev1.ContainerStatus) {
+		s.Name = "manager"
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{s}
+		g.Expect(r.Client.Status().Update(ctx, pod)).To(Succeed())
+	}
+	running := func(since time.Time) corev1.ContainerState {
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(since)}}
+	}
+
+	setContainer(corev1.ContainerStatus{State: running(opStart.Add(-time.Minute))})
+	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeFalse(), "the container that ran the operation still runs")
+
+	setContainer(corev1.ContainerStatus{State: running(opStart.Add(time.Second))})
+	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeFalse(), "within the clocks' slack: not proven")
+
+	setContainer(corev1.ContainerStatus{State: running(opStart.Add(30 * time.Second)), RestartCount: 1})
+	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeTrue(), "restarted after the operation began")
+
+	setContainer(corev1.ContainerStatus{
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(opStart.Add(10 * time.Second))}},
+	})
+	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeTrue(), "ended after the operation began, not started again")
+
+	// A sidecar that never restarted: its processes may hold the lock.
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "sidecar", Image: "x"})
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{
+		{Name: "manager", State: running(opStart.Add(30 * time.Second))},
+		{Name: "sidecar", State: running(opStart.Add(-time.Minute))},
+	}
+	g.Expect(r.Client.Delete(ctx, pod)).To(Succeed())
+	pod.ResourceVersion = ""
+	g.Expect(r.Client.Create(ctx, pod)).To(Succeed())
+	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeFalse(), "one container did not restart")
+
+	// Another Pod of the same name, made after the operation began.
+	g.Expect(r.Client.Delete(ctx, pod)).To(Succeed())
+	fresh := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ctrl-a", Namespace: "stackpilot-system",
+		CreationTimestamp: metav1.NewTime(opStart.Add(time.Minute))}}
+	g.Expect(r.Client.Create(ctx, fresh)).To(Succeed())
+	g.Expect(r.staleLock(ctx, stack).HostGone).To(BeTrue(), "a new Pod of that name")
+}
+
 // TestCacheFromBeforeTheOperationIsRefreshed: the reconcile after an up
 // reads a cached Stack from before that up even started (a loaded API
 // server delivered the watch events late). It must read the Stack again:
