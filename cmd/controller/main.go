@@ -207,7 +207,7 @@ func run() error {
 		}
 	}
 	restConfig := ctrl.GetConfigOrDie()
-	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	mgr, err := newManager(restConfig, mgrOpts) // leader_election.go: the Lease's timings
 	if err != nil {
 		return err
 	}
