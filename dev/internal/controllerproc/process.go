@@ -22,6 +22,7 @@ import (
 
 	"github.com/stackpilot/stackpilot/dev/internal/cluster"
 	"github.com/stackpilot/stackpilot/internal/daemon"
+	"github.com/stackpilot/stackpilot/internal/runner"
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
@@ -165,6 +166,16 @@ func (p *Process) Exited() <-chan struct{} { return p.done }
 // notices and kills its own Pulumi processes).
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// KillTree ends the controller and every process below it at once, as the
+// death of its container does (SIGKILL, OOM, a lost node): its runners and
+// their pulumi CLIs die in the same instant as the controller, none alive to
+// notice and clean up, and the stack locks they held stay in the backend.
+// Kill, by contrast, leaves the runners to notice their parent gone.
+func (p *Process) KillTree() {
+	runner.KillProcessTree(p.cmd.Process.Pid)
 	<-p.done
 }
 
