@@ -86,14 +86,25 @@ func (r *StackReconciler) confirmShard(ctx context.Context, st *reconcileState) 
 		log.FromContext(ctx).Info("released: the Stack was relabelled to another shard; no operation starts here", "selector", r.shardName())
 		return errReleased
 	}
-	if op := fresh.Status.CurrentOperation; op != nil && !r.inflight.running(fresh.UID, op.ID) {
-		cur := st.stack.Status.CurrentOperation
-		if cur == nil || cur.ID != op.ID {
-			return &WaitingError{Reason: v1alpha1.ShardHandoffReason, RequeueAfter: shardHandoffRequeue,
-				Err: fmt.Errorf("%s %s was started by another controller (shard %q) after this reconcile began; waiting for it to end", op.Type, op.ID, op.Shard)}
-		}
+	if op := fresh.Status.CurrentOperation; op != nil && !r.inflight.running(fresh.UID, op.ID) && !knows(st.stack, op.ID) {
+		return &WaitingError{Reason: v1alpha1.ShardHandoffReason, RequeueAfter: shardHandoffRequeue,
+			Err: fmt.Errorf("%s %s was started by another controller (shard %q) after this reconcile began; waiting for it to end", op.Type, op.ID, op.Shard)}
 	}
 	return nil
+}
+
+// knows is true when this reconcile's Stack has operation id, running or
+// ended (an interrupted one it recovered, whose end is not patched yet).
+func knows(stack *v1alpha1.Stack, id string) bool {
+	if c := stack.Status.CurrentOperation; c != nil && c.ID == id {
+		return true
+	}
+	for _, h := range stack.Status.History {
+		if h.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitOtherShard holds a Stack whose current operation another shard

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -25,6 +26,9 @@ import (
 // it; what follows its end, success or failure, is in hooks.go.
 func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepResult, error) {
 	res, err := r.operateWith(ctx, st, runner.OpUp, st.artifact, st.revision, st.upOptions())
+	if errors.Is(err, errReleased) {
+		return stepDone, err // no up ran: nothing failed (shard.go)
+	}
 	if err != nil {
 		r.upFailed(st, err)
 		return stepDone, err
