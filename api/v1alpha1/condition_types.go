@@ -14,6 +14,12 @@ const (
 	// reconcile.fluxcd.io/requestedAt (meta.ReconcileRequestAnnotation) is honoured too.
 	ReconcileRequestAnnotation = "stackpilot.dev/requestedAt"
 
+	// ShardLabel is the label that puts a Stack, Receiver or Alert in a
+	// shard, as in Flux: a controller run with --watch-label-selector
+	// "sharding.fluxcd.io/key in (shard1)" serves those labelled shard1, and
+	// the main one, with "!sharding.fluxcd.io/key", those without it.
+	ShardLabel = "sharding.fluxcd.io/key"
+
 	// DriftCheckRequestPrefix starts a reconcile-now value that asks for a
 	// drift check now ("drift-2026-12-01T10:00:00Z"): `stackpilot drift check`
 	// writes one.
@@ -253,6 +259,11 @@ const (
 	// configFrom stackOutputs) is missing, not Ready at its latest
 	// generation, or has a change pending.
 	DependencyNotReadyReason = "DependencyNotReady"
+
+	// ShardHandoffReason: the Stack was relabelled to this controller's
+	// shard while the controller of its old shard ran an operation on it;
+	// this one waits for that operation to end before it acts (Ready=False).
+	ShardHandoffReason = "ShardHandoff"
 
 	// DependencyCycleReason: spec.dependsOn leads back to this Stack. The
 	// Stack is Stalled; the message names the cycle.

@@ -738,6 +738,14 @@ type OperationRecord struct {
 	// +optional
 	Host string `json:"host,omitempty"`
 
+	// Shard is the --watch-label-selector of the controller that started the
+	// operation, empty for an unsharded one. A Stack relabelled to another
+	// shard while the operation runs is left to that controller until the
+	// operation ends (docs/guide/sharding.md).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Shard string `json:"shard,omitempty"`
+
 	// Reason classifies an operation that did not succeed with the Ready
 	// condition's reason for it (ProgramError, AuthenticationFailed,
 	// BackendFailed, Locked, Timeout, Interrupted, StackClaimed,

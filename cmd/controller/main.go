@@ -68,6 +68,8 @@ type flags struct {
 	logsAddr, logsCertDir   string
 	leaderElect             bool
 	leaderElectionNamespace string
+	leaderElectionID        string
+	watchLabelSelector      string
 	dataDir                 string
 	defaultBackend          string
 	defaultPassphraseSecret string
@@ -112,6 +114,8 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.BoolVar(&f.allowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "Let a Stack name a Flux source (spec.source.sourceRef) or a Stack (spec.dependsOn, configFrom stackOutputs) in another namespace (refused by default, as in Flux).")
 	flag.BoolVar(&f.notificationDenyInternal, strings.TrimPrefix(notify.DenyInternalFlag, "--"), false, "Refuse to send Alert notifications to loopback, link-local (169.254.0.0/16, where cloud metadata services answer; fe80::/10) and unspecified addresses, checked on the address dialled (after DNS). Redirects are never followed, with or without it.")
 	flag.StringVar(&f.pulumiCommand, "pulumi", "", "Path of the pulumi CLI (default: pulumi from PATH).")
+	flag.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "Only serve the Stacks, Receivers and Alerts whose labels match this selector: one shard of a sharded installation, for example 'sharding.fluxcd.io/key in (shard1)' on a shard and '!sharding.fluxcd.io/key' on the main controller (default: all).")
+	flag.StringVar(&f.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: "+defaultLeaderElectionID+", and with --watch-label-selector "+defaultLeaderElectionID+"-<a hash of the selector>, so that each shard elects its own leader).")
 	flag.StringVar(&f.watchNamespace, "watch-namespace", "", "Only reconcile Stacks in this namespace, or these comma-separated namespaces (default: all).")
 	flag.DurationVar(&f.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "On SIGTERM, how long a running operation may take to cancel gracefully (Pulumi gets SIGINT, writes its checkpoint and releases the stack lock) before its processes are killed; the controller exits at most ~15s after it.")
 	flag.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount, in each Stack's namespace, that programs act as when spec.serviceAccountName is not set (default: none, and such programs act as the controller itself).")
@@ -173,6 +177,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	watchSelector, err := parseWatchSelector(f.watchLabelSelector)
+	if err != nil {
+		return err
+	}
 	if f.defaultBackend == "" {
 		f.defaultBackend = "file://" + filepath.Join(dataDir, "state") + "/{namespace}"
 	}
@@ -193,13 +201,17 @@ func run() error {
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
-		LeaderElectionID:        "stackpilot-controller-leader",
+		LeaderElectionID:        leaderElectionID(f.leaderElectionID, watchSelector),
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		// The process exits right after the manager stops, so the lease can be
 		// released at once: a replacement Pod takes over without waiting it out.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr(managerShutdownTimeout(f.gracefulShutdownTimeout)),
 	}
+	// A shard caches (and so serves) only the Stacks, Receivers and Alerts
+	// its selector matches; what it reads of other shards' Stacks it reads
+	// from the API server (docs/guide/sharding.md).
+	mgrOpts.Cache.ByObject = shardedObjects(watchSelector)
 	if namespaces := f.watchNamespaces(); len(namespaces) > 0 {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
@@ -248,6 +260,7 @@ func run() error {
 		AllowCrossNamespaceRefs: f.allowCrossNamespaceRefs,
 		DefaultExecutor:         f.defaultExecutor,
 		AllowLocalExecutor:      f.allowLocalExecutor,
+		Shard:                   watchSelector,
 		JobExecutor:             jobs,
 		Executor: &executor.Local{
 			Command:     []string{self, "runner"},
@@ -264,7 +277,11 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := r.SetupWithManager(ctx, mgr, stack.Options{MaxConcurrentReconciles: reconcileWorkers(f)}); err != nil {
+	allStacks, err := allStacksCache(mgr, mgrOpts, watchSelector)
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(ctx, mgr, stack.Options{MaxConcurrentReconciles: reconcileWorkers(f), AllStacks: allStacks}); err != nil {
 		return err
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
@@ -286,7 +303,8 @@ func run() error {
 	ctrl.Log.Info("starting", "dataDir", dataDir, "concurrentOperations", f.concurrentOperations, "intervalJitterPercentage", f.intervalJitterPercent,
 		"defaultServiceAccount", f.defaultServiceAccount, "digestKeySecret", f.ownNamespace()+"/"+f.digestKeySecret,
 		"defaultExecutor", f.defaultExecutor, "runnerImage", runnerImg, "maxConcurrentJobs", f.maxConcurrentJobs,
-		"runnerEndpoint", f.runnerEndpoint, "runnerBindAddress", f.runnerBindAddr)
+		"runnerEndpoint", f.runnerEndpoint, "runnerBindAddress", f.runnerBindAddr,
+		"watchLabelSelector", selectorString(watchSelector), "leaderElectionID", mgrOpts.LeaderElectionID)
 	return mgr.Start(ctx)
 }
 

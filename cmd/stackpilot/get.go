@@ -42,7 +42,9 @@ func (c *cli) newGetStacksCmd() *cobra.Command {
 namespace with -A, like ` + "`flux get kustomizations`" + `: NAME, READY (the Ready
 condition's status), STATUS (its message, shortened to 60 characters),
 REVISION (status.lastAppliedRevision, its digest shortened to 12 hex digits),
-SUSPENDED and AGE. With -A a NAMESPACE column comes first.
+SUSPENDED and AGE, then SHARD (the sharding.fluxcd.io/key label, "-" for the
+main shard) when a Stack listed is in a shard. With -A a NAMESPACE column
+comes first.
 
 With NAME only that Stack; -l selects by label. --watch prints the table,
 then a row each time a Stack changes, until Ctrl-C.
@@ -105,12 +107,16 @@ type stackRow struct {
 	Revision  string      `json:"revision"`
 	Suspended bool        `json:"suspended"`
 	Created   metav1.Time `json:"created"`
+	// Shard is the Stack's sharding.fluxcd.io/key label: the shard whose
+	// controller serves it ("" for the main one).
+	Shard string `json:"shard,omitempty"`
 }
 
 func newStackRow(s *v1alpha1.Stack) stackRow {
 	r := stackRow{
 		Namespace: s.Namespace, Name: s.Name, Ready: string(metav1.ConditionUnknown),
 		Revision: s.Status.LastAppliedRevision, Suspended: s.Spec.Suspend, Created: s.CreationTimestamp,
+		Shard: s.Labels[v1alpha1.ShardLabel],
 	}
 	if ready := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ReadyCondition); ready != nil {
 		r.Ready, r.Status = string(ready.Status), ready.Message
@@ -147,7 +153,8 @@ func (c *cli) getStacks(ctx context.Context, g *stackGetter, name string, sel la
 		fmt.Fprintln(c.stderr, g.notFoundHint(all, sel))
 		return nil
 	}
-	t := stackTable{t: newTable(c.stdout, stackHeader(all)...), all: all, now: time.Now, seen: map[string]string{}}
+	shards := inShards(rows)
+	t := stackTable{t: newTable(c.stdout, stackHeader(all, shards)...), all: all, shards: shards, now: time.Now, seen: map[string]string{}}
 	for i := range stacks {
 		t.add(&stacks[i], rows[i])
 	}
@@ -160,28 +167,47 @@ func (c *cli) getStacks(ctx context.Context, g *stackGetter, name string, sel la
 	return c.watchStacks(ctx, g, name, sel, t)
 }
 
-func stackHeader(all bool) []string {
+// inShards says whether the table has a SHARD column: a Stack listed is in
+// a shard.
+func inShards(rows []stackRow) bool {
+	for _, r := range rows {
+		if r.Shard != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func stackHeader(all, shards bool) []string {
 	h := []string{"NAME", "READY", "STATUS", "REVISION", "SUSPENDED", "AGE"}
+	if shards {
+		h = append(h, "SHARD")
+	}
 	if all {
 		h = append([]string{"NAMESPACE"}, h...)
 	}
 	return h
 }
 
-// stackTable prints stackRows, the NAMESPACE column with -A. seen is the
+// stackTable prints stackRows, the NAMESPACE column with -A, the SHARD
+// column when a Stack listed is in a shard ("-": the main one). seen is the
 // resourceVersion of each Stack printed, so that a watch, whose first events
 // repeat the current state, prints only changes.
 type stackTable struct {
-	t    *table
-	all  bool
-	now  func() time.Time
-	seen map[string]string
+	t      *table
+	all    bool
+	shards bool
+	now    func() time.Time
+	seen   map[string]string
 }
 
 func (t stackTable) add(s *v1alpha1.Stack, r stackRow) {
 	t.seen[s.Namespace+"/"+s.Name] = s.ResourceVersion
 	cells := []string{r.Name, r.Ready, shorten(r.Status, statusWidth), shortRevision(r.Revision),
 		fmt.Sprint(r.Suspended), age(r.Created.Time, t.now())}
+	if t.shards {
+		cells = append(cells, r.Shard) // empty: "-", the main shard
+	}
 	if t.all {
 		cells = append([]string{r.Namespace}, cells...)
 	}

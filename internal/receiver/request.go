@@ -20,6 +20,10 @@ type Invalidator interface {
 // Requester asks the Stacks an event is about to reconcile now.
 type Requester struct {
 	Client client.Client
+	// Reader, when set, lists the Stacks instead of Client: the API server
+	// itself, so that a push reaches the matching Stacks of every shard,
+	// not only those in this controller's cache (docs/guide/sharding.md).
+	Reader client.Reader
 	// Git, when set, has its ls-remote cache of each pushed repository
 	// invalidated before the Stacks are asked.
 	Git Invalidator
@@ -34,7 +38,11 @@ func (q *Requester) Request(ctx context.Context, t *Target, ev Event) (int, erro
 	if t.Selector != nil {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: t.Selector})
 	}
-	if err := q.Client.List(ctx, &stacks, opts...); err != nil {
+	var reader client.Reader = q.Client
+	if q.Reader != nil {
+		reader = q.Reader
+	}
+	if err := reader.List(ctx, &stacks, opts...); err != nil {
 		return 0, fmt.Errorf("list the Stacks of namespace %s: %w", t.Key.Namespace, err)
 	}
 	var matched []*v1alpha1.Stack

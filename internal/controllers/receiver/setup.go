@@ -18,7 +18,7 @@ func Setup(mgr ctrl.Manager, addr string, git webhook.Invalidator) error {
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	srv := webhook.NewServer(index, &webhook.Requester{Client: mgr.GetClient(), Git: git},
+	srv := webhook.NewServer(index, &webhook.Requester{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git},
 		mgr.GetClient().Status(), ctrl.Log.WithName("receiver"))
 	return mgr.Add(&webhook.Listener{Addr: addr, Handler: srv})
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,6 +76,9 @@ type Config struct {
 	// (--allow-local-executor); without it only the controller's namespace
 	// (PodNamespace) may.
 	AllowLocalExecutor bool
+	// Shard is the --watch-label-selector this controller serves, nil when
+	// it serves every Stack (shard.go).
+	Shard labels.Selector
 }
 
 // sourceKinds are the source kinds a controller knows, reading Secrets and

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -23,6 +24,10 @@ const referencedIndex = ".metadata.stackpilot.references"
 // Options tune the controller.
 type Options struct {
 	MaxConcurrentReconciles int
+	// AllStacks, on a sharded controller, is a cache of the metadata of
+	// every Stack, all shards' (shard.go): a Stack of another shard wakes
+	// the Stacks of this one that depend on it.
+	AllStacks cache.Cache
 }
 
 // SetupWithManager registers the reconciler: Stacks trigger on spec changes and
@@ -48,6 +53,9 @@ func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing("ConfigMap")),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
+	if opts.AllStacks != nil {
+		b = b.WatchesRawSource(r.otherShardsSource(opts.AllStacks))
+	}
 	// Each source kind watches what its Stacks follow (a Flux source's
 	// artifact).
 	for _, kind := range r.Sources {

@@ -134,6 +134,10 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	st := &reconcileState{stack: stack, patcher: patch.NewSerialPatcher(stack, r.Client)}
+	if r.Shard != nil {
+		st.patchClient = cacheOrAPI{Client: r.Client, reader: r.APIReader}
+		st.patcher = patch.NewSerialPatcher(stack, st.patchClient)
+	}
 
 	defer func() {
 		result, retErr = r.summarize(ctx, st, retErr)
@@ -188,6 +192,9 @@ func (r *StackReconciler) runSteps(ctx context.Context, st *reconcileState, step
 		if err != nil {
 			if st.operationStarted && errors.Is(err, ErrShuttingDown) {
 				break
+			}
+			if st.operationStarted && errors.Is(err, errReleased) {
+				break // what ran here is recorded; nothing more starts (shard.go)
 			}
 			return err
 		}

@@ -82,7 +82,7 @@ func (r *StackReconciler) checkDependencies(ctx context.Context, st *reconcileSt
 	}
 	for _, d := range deps {
 		var up v1alpha1.Stack
-		err := r.Get(ctx, client.ObjectKey{Namespace: d.namespace, Name: d.name}, &up)
+		err := r.getStack(ctx, client.ObjectKey{Namespace: d.namespace, Name: d.name}, &up)
 		if apierrors.IsNotFound(err) {
 			return stepDone, dependencyNotReady(stack, d, "not found")
 		}
@@ -185,7 +185,7 @@ func firstLine(s string) string {
 func (r *StackReconciler) cachedStack(ctx context.Context) func(namespace, name string) *v1alpha1.Stack {
 	return func(namespace, name string) *v1alpha1.Stack {
 		var s v1alpha1.Stack
-		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+		if err := r.getStack(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
 			return nil
 		}
 		return &s

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -25,6 +26,9 @@ import (
 // it; what follows its end, success or failure, is in hooks.go.
 func (r *StackReconciler) runUp(ctx context.Context, st *reconcileState) (stepResult, error) {
 	res, err := r.operateWith(ctx, st, runner.OpUp, st.artifact, st.revision, st.upOptions())
+	if errors.Is(err, errReleased) {
+		return stepDone, err // no up ran: nothing failed (shard.go)
+	}
 	if err != nil {
 		r.upFailed(st, err)
 		return stepDone, err
@@ -95,11 +99,14 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 		ApprovedBy: cutUTF8(opts.approvedBy, 253),
 	}
 	rec.Host = r.hostOf(stack, rec.ID) // whose lock Pulumi will write
+	rec.Shard = r.shardName()          // which shard ends it, should the Stack be relabelled (shard.go)
 	if a := st.takeAdoptable(recType, revision); a != nil {
 		// A Job a stopped controller started for this very operation runs
 		// on: its start is in status already, and its end is awaited.
 		rec, opts.adopt = *a, true
 		st.operationStarted = true
+	} else if err := r.confirmShard(ctx, st); err != nil {
+		return nil, err
 	} else if err := r.recordStart(ctx, st, rec, typ, art); err != nil {
 		return nil, err
 	}

@@ -153,6 +153,10 @@ func (r *StackReconciler) recoverInterrupted(ctx context.Context, st *reconcileS
 		stack.Status.CurrentOperation = nil
 		return stepContinue, nil
 	}
+	if err := r.awaitOtherShard(stack, op); err != nil {
+		// Another shard started it and records its end (shard.go).
+		return stepDone, err
+	}
 	if r.adoptable(ctx, stack, op) {
 		// Its Job runs on: followed, not run again (adopt_job.go).
 		st.adoptable = op.DeepCopy()

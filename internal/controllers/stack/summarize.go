@@ -65,6 +65,11 @@ func (r *StackReconciler) summarize(ctx context.Context, st *reconcileState, rec
 	if s.kind == outcomeFinalized {
 		return ctrl.Result{}, recErr
 	}
+	if errors.Is(recErr, errReleased) && !st.operationStarted {
+		// Another shard serves the Stack now: nothing of this reconcile is
+		// written (shard.go).
+		return ctrl.Result{}, nil
+	}
 	logOutcome(ctx, stack, s)
 	if s.kind == outcomeStalled {
 		r.event(stack, corev1.EventTypeWarning, s.reason, "Stalled", s.message)
