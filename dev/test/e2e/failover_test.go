@@ -163,8 +163,7 @@ func TestFailoverMidUp(t *testing.T) {
 	// The next revision's ConfigMap is ready only once it carries proceed=yes:
 	// its up applies it, then waits, holding the stack lock. A push to the
 	// standby's webhook starts it on the leader.
-	gated := replaceOnce(bridgeProgram("\n        size: gated"), "        name: app-settings\n",
-		"        name: app-settings\n        annotations:\n          pulumi.com/waitFor: \"jsonpath={.metadata.labels.proceed}=yes\"\n")
+	gated := gatedProgram("gated")
 	next := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": gated}, "gated")
 	// (Ready may have been written by the leader before the standby indexed
 	// the Receiver: until then the standby answers 404, and a push is sent again.)
@@ -280,8 +279,7 @@ func TestHandoverOnSIGTERM(t *testing.T) {
 	key := client.ObjectKeyFromObject(stack)
 	waitApplied(t, key, f.commit)
 
-	gated := replaceOnce(bridgeProgram("\n        size: gated"), "        name: app-settings\n",
-		"        name: app-settings\n        annotations:\n          pulumi.com/waitFor: \"jsonpath={.metadata.labels.proceed}=yes\"\n")
+	gated := gatedProgram("gated")
 	next := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": gated}, "gated")
 	requestReconcile(t, key)
 	var opID string

@@ -48,8 +48,7 @@ func TestRolloutCancelIsNoFailure(t *testing.T) {
 
 	// The new revision's ConfigMap is ready only once labelled proceed=yes:
 	// the up waits on it while the controller is stopped.
-	gated := replaceOnce(bridgeProgram("\n        size: gated"), "        name: app-settings\n",
-		"        name: app-settings\n        annotations:\n          pulumi.com/waitFor: \"jsonpath={.metadata.labels.proceed}=yes\"\n")
+	gated := gatedProgram("gated")
 	next := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": gated}, "gated")
 	requestReconcile(t, key)
 	var opID string

@@ -44,8 +44,7 @@ func TestControllerSIGTERMedMidUp(t *testing.T) {
 
 	// The new revision's ConfigMap is ready only once it carries proceed=yes:
 	// the provider applies it, then waits; the controller is stopped then.
-	gated := replaceOnce(bridgeProgram("\n        size: gated"), "        name: app-settings\n",
-		"        name: app-settings\n        annotations:\n          pulumi.com/waitFor: \"jsonpath={.metadata.labels.proceed}=yes\"\n")
+	gated := gatedProgram("gated")
 	next := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": gated}, "gated")
 	requestReconcile(t, key)
 	var opID string
