@@ -50,23 +50,30 @@ func TestInterruptedTwiceBacksOff(t *testing.T) {
 		}, 3*time.Minute, 500*time.Millisecond).Should(Succeed())
 		return id
 	}
-	holdsLock := func() {
-		g.Eventually(func() []string { m, _ := filepath.Glob(locks); return m }, time.Minute, 200*time.Millisecond).ShouldNot(BeEmpty())
+	// holdsLock waits until the running up holds the stack's lock: exactly
+	// one lock, and not the one an earlier run left (a run clears that lock
+	// before its CLI takes its own, so a kill in between would leave none).
+	holdsLock := func(earlier string) string {
+		var held string
+		g.Eventually(func(g Gomega) {
+			m, _ := filepath.Glob(locks)
+			g.Expect(m).To(HaveLen(1))
+			g.Expect(m[0]).NotTo(Equal(earlier), "the earlier run's lock is still there")
+			held = m[0]
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 		time.Sleep(2 * time.Second) // the ConfigMap applied, the provider waiting
+		return held
 	}
 	first := running("")
-	holdsLock()
+	firstLock := holdsLock("")
 	f.ctrl.Kill()
 
 	// First interruption: the up runs again at once, and hangs again (on the
 	// lock of this new run, which is killed once it holds it).
 	f.start(t)
 	second := running(first)
-	g.Eventually(func(g Gomega) {
-		g.Expect(getStack(g, key).Status.History[0].Message).To(Equal("")) // still running
-		g.Expect(filepath.Glob(locks)).To(HaveLen(1), "the first run's lock is gone, this run's is there")
-	}, time.Minute, 200*time.Millisecond).Should(Succeed())
-	holdsLock()
+	holdsLock(firstLock)                                               // the first run's lock is gone, this run's is there
+	g.Expect(getStack(g, key).Status.History[0].Message).To(Equal("")) // still running
 	g.Expect(getStack(g, key).Status.CurrentOperation.ID).To(Equal(second))
 	s := getStack(g, key)
 	g.Expect(s.Status.Failures).To(Equal(int64(1)))
