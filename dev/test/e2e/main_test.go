@@ -6,9 +6,11 @@ package e2e
 import (
 	"testing"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/dev/internal/testenv"
@@ -24,6 +26,10 @@ const e2eParallel = 4
 
 func TestMain(m *testing.M) {
 	testenv.MinParallel(e2eParallel)
+	// The tests' client logs nothing worth reading (the API server's
+	// deprecation warnings); without a logger controller-runtime prints a
+	// goroutine dump saying so into the test output.
+	ctrllog.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
