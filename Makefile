@@ -18,6 +18,7 @@ KUSTOMIZE_CONTROLLER_VERSION := v1.9.6
 COSIGN_VERSION           := v3.1.3
 CONTROLLER_TOOLS_VERSION := v0.23.0
 STATICCHECK_VERSION      := v0.8.2
+HELM_VERSION             := v3.22.0
 
 BUILD_TOOL := dev/hack/build-tool.sh
 TOOLS := dev/tools
@@ -63,6 +64,8 @@ tools-lane-kubernetes:
 	@dev/hack/kustomize-crds.sh $(KUSTOMIZE_CONTROLLER_VERSION)
 	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) $(TOOLS)/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) $(TOOLS)/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"
+	@CGO_ENABLED=0 $(BUILD_TOOL) helm $(HELM_VERSION) $(TOOLS)/devtools helm.sh/helm/v3/cmd/helm \
+		-ldflags "$(LDFLAGS) -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)"
 
 .PHONY: tools-lane-pulumi
 tools-lane-pulumi:
