@@ -46,7 +46,7 @@ func TestInstallShards(t *testing.T) {
 	g.Expect(errOut).To(ContainSubstring("2 shard(s) besides the main controller"))
 	g.Expect(managerArgs("stackpilot-controller")).To(ContainElements("--watch-label-selector=!sharding.fluxcd.io/key", "--leader-election-id=stackpilot-controller-leader"))
 	for _, s := range []string{"shard1", "shard2"} {
-		g.Expect(managerArgs("stackpilot-controller-"+s)).To(ContainElements(
+		g.Expect(managerArgs("stackpilot-controller-" + s)).To(ContainElements(
 			"--watch-label-selector=sharding.fluxcd.io/key in ("+s+")",
 			"--runner-endpoint=https://stackpilot-runner-"+s+".$(POD_NAMESPACE).svc:9444"))
 		var svc corev1.Service
