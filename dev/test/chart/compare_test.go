@@ -149,6 +149,10 @@ func TestImage(t *testing.T) {
 	compare(t, helmTemplate(t, manifests.DefaultNamespace,
 		"--set", "image.repository=registry.example.com/team/stackpilot", "--set", "image.tag=v9.8.7"),
 		without(kustomize(t, manifests.Options{Image: "registry.example.com/team/stackpilot:v9.8.7"}), "Namespace"))
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	compare(t, helmTemplate(t, manifests.DefaultNamespace,
+		"--set", "image.repository=registry.example.com/team/stackpilot", "--set", "image.digest="+digest),
+		without(kustomize(t, manifests.Options{Image: "registry.example.com/team/stackpilot@" + digest}), "Namespace"))
 }
 
 // The monitoring values render config/monitoring.
