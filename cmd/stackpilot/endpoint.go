@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/wire"
 )
 
@@ -43,19 +44,51 @@ type controllerOptions struct {
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet, what string) {
 	fs.StringVar(&o.url, "controller-url", "", "Read "+what+" from the controller at this URL (https://host:port of its logs address) instead of through the API server's service proxy.")
 	fs.StringVar(&o.namespace, "controller-namespace", defaultControllerNamespace, "Namespace of the controller's Service (for the service proxy).")
-	fs.StringVar(&o.service, "controller-service", defaultControllerService, "Name of the controller's Service, port \""+wire.PortName+"\" (for the service proxy).")
+	fs.StringVar(&o.service, "controller-service", "", "Name of the controller's Service, port \""+wire.PortName+"\" (for the service proxy; default: "+defaultControllerService+", or "+defaultControllerService+"-<shard> for a Stack labelled "+v1alpha1.ShardLabel+"=<shard>).")
 	fs.StringVar(&o.token, "token", "", "Bearer token to present to the controller (default: the kubeconfig user's).")
 	fs.StringVar(&o.caFile, "controller-ca-file", "", "With --controller-url: the CA certificate (PEM) the controller's certificate is checked against.")
 	fs.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "With --controller-url: do not check the controller's certificate (it is self-signed unless the controller has --logs-cert-dir).")
 }
 
-// checkService refuses an empty --controller-namespace or
-// --controller-service when they are the way in.
+// checkService refuses an empty --controller-namespace when it is the way
+// in.
 func (o *controllerOptions) checkService() error {
-	if o.url == "" && (o.namespace == "" || o.service == "") {
-		return usageErrorf("--controller-namespace and --controller-service must not be empty")
+	if o.url == "" && o.namespace == "" {
+		return usageErrorf("--controller-namespace must not be empty")
 	}
 	return nil
+}
+
+// check refuses options that cannot name a way in, before anything is read;
+// it returns --controller-url parsed (nil without one).
+func (o *controllerOptions) check() (*url.URL, error) {
+	var direct *url.URL
+	if o.url != "" {
+		u, err := url.Parse(o.url)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usageErrorf("--controller-url %q: want https://host:port", o.url)
+		}
+		direct = u
+	}
+	return direct, o.checkService()
+}
+
+// forStack is o with the Service of the controller that serves stack, unless
+// --controller-service named one: a sharded install's shard K runs its
+// operations, and so holds their logs and plans, behind the Service
+// stackpilot-controller-K (`stackpilot install --shards`, the chart's
+// shards). stack may be nil (not readable): the main controller's then.
+func (o controllerOptions) forStack(stack *v1alpha1.Stack) controllerOptions {
+	if o.service != "" {
+		return o
+	}
+	o.service = defaultControllerService
+	if stack != nil {
+		if shard := stack.Labels[v1alpha1.ShardLabel]; shard != "" {
+			o.service = defaultControllerService + "-" + shard
+		}
+	}
+	return o
 }
 
 // endpoint is the way to the controller's listener.
@@ -76,17 +109,11 @@ type endpoint struct {
 // checks: --token, else the kubeconfig user's. Without one, tokenErr says
 // why; the caller decides whether to go anyway.
 func (c *cli) controllerEndpoint(o controllerOptions) (*endpoint, error) {
-	var direct *url.URL
-	if o.url != "" {
-		u, err := url.Parse(o.url)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, usageErrorf("--controller-url %q: want https://host:port", o.url)
-		}
-		direct = u
-	}
-	if err := o.checkService(); err != nil {
+	direct, err := o.check()
+	if err != nil {
 		return nil, err
 	}
+	o = o.forStack(nil) // the main controller's, unless a caller chose
 	cfg, err := c.kube.RESTConfig()
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ type installOptions struct {
 	executor string
 	wait     bool
 	timeout  time.Duration
+	shards   int
 }
 
 func (c *cli) newInstallCmd() *cobra.Command {
@@ -50,11 +51,20 @@ writer then holds only its namespace's rights, Stack writes are aggregated
 into the built-in edit and admin roles. --executor=Local (config/local) runs
 operations as processes of the controller, which can act as the controller:
 for trusted programs only; Stack writes are then granted by binding ClusterRole
-` + manifests.StackEditorRoleName + ` explicitly.`,
+` + manifests.StackEditorRoleName + ` explicitly.
+
+--shards N adds N controllers, shard1 to shardN, beside the main one: each
+serves the Stacks, Receivers and Alerts labelled sharding.fluxcd.io/key=shardK
+(Deployment and Services stackpilot-controller-shardK, runner Service
+stackpilot-runner-shardK), and the main controller serves everything without
+that label (docs/guide/sharding.md). Running install again with fewer shards
+removes the shards no longer wanted, unless a Stack, Receiver or Alert is
+still labelled for one: relabel those first.`,
 		Example: `  stackpilot install
   stackpilot install --export > stackpilot.yaml
   stackpilot install -n platform --image registry.example/stackpilot-controller:v0.3.0
-  stackpilot install --executor=Local`,
+  stackpilot install --executor=Local
+  stackpilot install --shards 4`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.install(cmd.Context(), opts)
@@ -66,10 +76,14 @@ for trusted programs only; Stack writes are then granted by binding ClusterRole
 	fs.StringVar(&opts.executor, "executor", "Job", "The controller's default executor: Job (each operation a Pod acting as the Stack's ServiceAccount; Stack writes aggregated into edit and admin) or Local (a process of the controller, for trusted programs; Stack writes granted explicitly).")
 	fs.BoolVar(&opts.wait, "wait", true, "Wait until the controller's Deployment has rolled out.")
 	fs.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "How long to wait for the CRDs and the Deployment.")
+	fs.IntVar(&opts.shards, "shards", 0, "Controllers besides the main one, shard1 to shardN, each serving what is labelled sharding.fluxcd.io/key=shardK (0: one controller serves everything).")
 	return cmd
 }
 
 func (c *cli) install(ctx context.Context, opts installOptions) error {
+	if opts.shards < 0 || opts.shards > maxShards {
+		return usageErrorf("--shards=%d: want 0 to %d", opts.shards, maxShards)
+	}
 	image := opts.image
 	if image == "" {
 		var err error
@@ -80,8 +94,9 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 	if opts.executor != "Job" && opts.executor != "Local" {
 		return usageErrorf("--executor=%q: want Job or Local", opts.executor)
 	}
+	shards := manifests.ShardNames(opts.shards)
 	ns := c.installNamespace()
-	objs, err := manifests.Objects(manifests.Options{Namespace: ns, Image: image, Executor: opts.executor})
+	objs, err := manifests.Objects(manifests.Options{Namespace: ns, Image: image, Executor: opts.executor, Shards: shards})
 	if err != nil {
 		return err
 	}
@@ -115,7 +130,13 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 			rest = append(rest, o)
 		}
 	}
-	fmt.Fprintf(c.stderr, "► installing Stackpilot (%s, executor %s) into namespace %s\n", image, opts.executor, ns)
+	fmt.Fprintf(c.stderr, "► installing Stackpilot (%s, executor %s%s) into namespace %s\n", image, opts.executor, shardsNote(shards), ns)
+	// Refused before anything is applied: a shard still serving labelled
+	// objects is not removed, and nothing is half-installed.
+	gone, err := unwantedShards(ctx, cl, ns, shards)
+	if err != nil {
+		return err
+	}
 	if err := c.applyManifests(ctx, cl, first); err != nil {
 		return err
 	}
@@ -128,13 +149,18 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 	if err := c.applyManifests(ctx, cl, rest); err != nil {
 		return err
 	}
+	if err := c.removeShards(ctx, cl, gone); err != nil {
+		return err
+	}
 	if !opts.wait {
 		fmt.Fprintf(c.stderr, "✔ installed; not waiting for the controller (check with `stackpilot check`)\n")
 		return nil
 	}
 	fmt.Fprintf(c.stderr, "◎ waiting for the controller to roll out\n")
-	if err := waitDeployment(ctx, cl, client.ObjectKey{Namespace: ns, Name: manifests.DeploymentName}); err != nil {
-		return err
+	for _, name := range append([]string{manifests.DeploymentName}, shardDeployments(shards)...) {
+		if err := waitDeployment(ctx, cl, client.ObjectKey{Namespace: ns, Name: name}); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(c.stderr, "✔ the controller is ready; Stackpilot is installed\n")
 	return nil

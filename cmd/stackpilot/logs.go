@@ -71,10 +71,14 @@ func (c *cli) logs(ctx context.Context, name string, o *logsOptions) error {
 	// every verb gives ("did you mean -n platform?"). Not being allowed to
 	// read it is for the controller to say, the way it says it for its logs.
 	key := client.ObjectKey{Namespace: g.ns, Name: name}
-	if err := g.cl.Get(ctx, key, &v1alpha1.Stack{}); err != nil && !apierrors.IsForbidden(err) {
-		return g.explain(ctx, name, err)
+	stack := &v1alpha1.Stack{}
+	if err := g.cl.Get(ctx, key, stack); err != nil {
+		if !apierrors.IsForbidden(err) {
+			return g.explain(ctx, name, err)
+		}
+		stack = nil // its shard unknown: the main controller's Service
 	}
-	ep, err := c.controllerEndpoint(o.controller)
+	ep, err := c.controllerEndpoint(o.controller.forStack(stack))
 	if err != nil {
 		return err
 	}

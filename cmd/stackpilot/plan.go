@@ -60,13 +60,16 @@ Exit codes:
 			if err != nil {
 				return err
 			}
-			ep, err := c.controllerEndpoint(opts.controller)
-			if err != nil {
+			if _, err := opts.controller.check(); err != nil {
 				return err
 			}
 			return c.withStack(args[0], func(ctx context.Context, _ *stackGetter, s *v1alpha1.Stack) error {
 				if s.Status.PendingPlan == nil {
 					return noPendingPlan(s)
+				}
+				ep, err := c.controllerEndpoint(opts.controller.forStack(s))
+				if err != nil {
+					return err
 				}
 				d, omitted := c.fullPlan(ctx, ep, s)
 				return c.writePlan(format, s, d, omitted)

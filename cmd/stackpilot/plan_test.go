@@ -225,7 +225,7 @@ func TestPlanFlags(t *testing.T) {
 		{[]string{"plan"}, 2, "stackpilot: plan takes one Stack name, got 0 argument(s)"},
 		{[]string{"plan", "web", "-o", "table"}, 2, `-o "table": want text, json or yaml`},
 		{[]string{"plan", "web", "--controller-url", "localhost:8080"}, 2, `--controller-url "localhost:8080": want https://host:port`},
-		{[]string{"plan", "web", "--controller-service", ""}, 2, "--controller-namespace and --controller-service must not be empty"},
+		{[]string{"plan", "web", "--controller-namespace", ""}, 2, "--controller-namespace must not be empty"},
 		{[]string{"approve", "a", "b"}, 2, "approve takes one Stack name, got 2 argument(s)"},
 		{[]string{"approve", "web", "--plan", ""}, 2, "--plan needs a plan id (see `stackpilot plan web`)"},
 		{[]string{"approve", "web", "--wait", "--timeout", "0s"}, 2, "--timeout 0s: want a positive duration"},

@@ -57,6 +57,12 @@ type Options struct {
 	// --default-executor=Local, and Stack writes no longer aggregated into
 	// the built-in edit and admin roles.
 	Executor string
+	// Shards are the names of the shards besides the main controller
+	// (shards.go): each gets a controller Deployment of its own serving the
+	// Stacks, Receivers and Alerts labelled sharding.fluxcd.io/key=<name>,
+	// and the main controller serves what has no such label. Empty: one
+	// controller serves everything.
+	Shards []string
 }
 
 // aggregationLabels fold a ClusterRole into the built-in admin and edit roles.
@@ -82,12 +88,17 @@ func Objects(opts Options) ([]*unstructured.Unstructured, error) {
 	default:
 		return nil, fmt.Errorf("executor %q: want Job or Local", opts.Executor)
 	}
+	// Sharded before the image and namespace are set: the shards' copies
+	// get them as the main controller does.
+	if objs, err = shard(objs, opts.Shards); err != nil {
+		return nil, err
+	}
 	foundImage := false
 	for _, o := range objs {
 		if err := relocate(o, ns); err != nil {
 			return nil, err
 		}
-		if opts.Image != "" && o.GetKind() == "Deployment" && o.GetName() == DeploymentName {
+		if opts.Image != "" && o.GetKind() == "Deployment" && isController(o) {
 			if err := setImage(o, opts.Image); err != nil {
 				return nil, err
 			}
@@ -98,6 +109,11 @@ func Objects(opts Options) ([]*unstructured.Unstructured, error) {
 		return nil, errors.New("embedded manifests: no Deployment " + DeploymentName + " with a container " + ContainerName)
 	}
 	return objs, nil
+}
+
+// isController is true for the controller's Deployment and its shards'.
+func isController(o *unstructured.Unstructured) bool {
+	return o.GetName() == DeploymentName || o.GetLabels()[ShardPodLabel] != ""
 }
 
 // YAML is objs as one multi-document YAML stream, for --export.
