@@ -22,9 +22,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{/*
 The manager's args, in config/default's order (config/local's with
 executor Local), then the optional flags, each only when its value is set so
-that the controller's own default applies otherwise.
+that the controller's own default applies otherwise. Takes (list $ shard):
+a shard's runner Pods call its own runner Service, where their operations
+were registered.
 */}}
 {{- define "stackpilot.args" -}}
+{{- $shard := index . 1 }}
+{{- with index . 0 }}
 - --data-dir=/data
 - --metrics-bind-address=:8080
 - --health-probe-bind-address=:8081
@@ -36,7 +40,7 @@ that the controller's own default applies otherwise.
 - --default-service-account={{ . }}
 {{- end }}
 {{- if eq .Values.executor "Job" }}
-- --runner-endpoint=https://stackpilot-runner.$(POD_NAMESPACE).svc:9444
+- --runner-endpoint=https://stackpilot-runner{{ with $shard }}-{{ . }}{{ end }}.$(POD_NAMESPACE).svc:9444
 {{- end }}
 {{- with .Values.runnerImage }}
 - --runner-image={{ . }}
@@ -61,6 +65,7 @@ that the controller's own default applies otherwise.
 {{- end }}
 {{- if .Values.logs.tlsSecretName }}
 - --logs-cert-dir=/etc/stackpilot/logs-tls
+{{- end }}
 {{- end }}
 {{- end }}
 

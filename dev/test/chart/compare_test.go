@@ -155,6 +155,17 @@ func TestImage(t *testing.T) {
 		without(kustomize(t, manifests.Options{Image: "registry.example.com/team/stackpilot@" + digest}), "Namespace"))
 }
 
+// Shards render what `stackpilot install --shards` does: a Deployment and
+// two Services per shard, the main Deployment serving the unlabelled Stacks.
+func TestShards(t *testing.T) {
+	image := manifests.ImageRepository + ":" + chartAppVersion(t)
+	shards := []string{"shard1", "shard2"}
+	compare(t, helmTemplate(t, manifests.DefaultNamespace, "--set", "shards={"+strings.Join(shards, ",")+"}"),
+		without(kustomize(t, manifests.Options{Image: image, Shards: shards}), "Namespace"))
+	compare(t, helmTemplate(t, manifests.DefaultNamespace, "--set", "shards={a}", "--set", "executor=Local"),
+		without(kustomize(t, manifests.Options{Image: image, Shards: []string{"a"}, Executor: "Local"}), "Namespace"))
+}
+
 // The monitoring values render config/monitoring.
 func TestMonitoringIsConfigMonitoring(t *testing.T) {
 	chart := helmTemplate(t, manifests.DefaultNamespace, "--show-only", "templates/monitoring.yaml",
