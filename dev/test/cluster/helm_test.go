@@ -47,9 +47,13 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	step := func(name string, start time.Time) { timings[name] = time.Since(start).Round(100 * time.Millisecond) }
 
 	// helm template | kubectl apply --server-side: every object is accepted
-	// (the chart's Namespace too), then deleted again for helm install.
+	// (the chart's Namespace too), then deleted again for helm install. No
+	// Pod: this cluster's specifics come with helm install below, and a
+	// controller losing its RBAC to the delete would be refused, which the
+	// audit check there counts.
 	start := time.Now()
-	rendered := run(t, helm, nil, "template", release, chart, "--namespace", ns, "--include-crds", "--set", "createNamespace=true")
+	rendered := run(t, helm, nil, "template", release, chart, "--namespace", ns, "--include-crds",
+		"--set", "createNamespace=true", "--set", "replicas=0")
 	run(t, c.Kubectl, rendered, "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-f", "-")
 	g.Expect(k.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.DeploymentName}, &appsv1.Deployment{})).To(Succeed())
 	run(t, c.Kubectl, rendered, "--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m", "-f", "-")
@@ -58,6 +62,11 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	// helm install. The namespace exists first (Helm keeps the release
 	// there) and allows host networking; the post-renderer layers this
 	// cluster's specifics (config/cluster) on the chart.
+	controllerUser := "system:serviceaccount:" + ns + ":" + cluster.DeploymentName
+	// What was refused before (the controller of the uninstall above, whose
+	// RBAC went first): the chart's install must add nothing.
+	deniedBefore, err := c.Denied(controllerUser)
+	g.Expect(err).NotTo(HaveOccurred())
 	start = time.Now()
 	g.Expect(k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}})).To(Succeed())
@@ -75,8 +84,16 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 		g.Expect(b.RoleRef.Name).NotTo(Equal("stackpilot-manager-role"), "rbac.scope namespaces bound the manager role cluster-wide")
 	}
 
-	// A Stack in the watched namespace (infra: TestInstall's, where the
-	// controller may edit) becomes Ready.
+	// A Stack in the watched namespace (TestInstall's infra) becomes Ready.
+	// It acts as the chart's defaultServiceAccount, stackpilot-runner, with
+	// a token the controller requests for it (the tenancy lockdown): that
+	// ServiceAccount may edit infra.
+	g.Expect(k.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: runnerSA, Namespace: "infra"}})).To(Succeed())
+	g.Expect(k.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "stackpilot-runner-edit", Namespace: "infra"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: runnerSA, Namespace: "infra"}},
+	})).To(Succeed())
 	commit := git.Commit(t, "infra", "helm", map[string]string{
 		"app/Pulumi.yaml": strings.ReplaceAll(program("blue", false), "app-settings", "helm-settings")}, "helm")
 	stack := &v1alpha1.Stack{
@@ -100,9 +117,9 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	waitReady(t, k, c, client.ObjectKeyFromObject(stack), commit)
 	step("helm-stack-ready", start)
 	g.Expect(k.Get(ctx, client.ObjectKey{Namespace: "infra", Name: "helm-settings"}, &corev1.ConfigMap{})).To(Succeed())
-	denied, err := c.Denied("system:serviceaccount:" + ns + ":" + cluster.DeploymentName)
+	denied, err := c.Denied(controllerUser)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(denied).To(BeEmpty(), "the controller needed permissions the chart's namespaced RBAC does not grant")
+	g.Expect(denied).To(Equal(deniedBefore), "the controller needed permissions the chart's namespaced RBAC does not grant")
 
 	// helm upgrade with other resources: a new Pod, which serves the Stack
 	// (a requested reconcile is handled).
@@ -149,9 +166,11 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 
 	// What TestInstall's uninstall leaves: no CRDs, no namespace.
 	start = time.Now()
-	run(t, c.Kubectl, nil, "--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m",
-		"-f", filepath.Join(chart, "crds"), "namespace/"+ns)
+	run(t, c.Kubectl, nil, "--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m", "-f", filepath.Join(chart, "crds"))
+	run(t, c.Kubectl, nil, "--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m", "namespace", ns)
 	step("helm-cleanup", start)
+	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))).To(BeTrue(), "namespace left")
+	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Name: "stacks.stackpilot.dev"}, &apiextensionsv1.CustomResourceDefinition{}))).To(BeTrue(), "CRD left")
 }
 
 // writePostRenderer writes the executable `helm --post-renderer` runs: it
