@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,6 +29,20 @@ func TestAllValues(t *testing.T) {
 		"ServiceMonitor": 1, "PrometheusRule": 1, "ClusterRoleBinding": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s, want %d", kinds[kind], kind, n)
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		limit, _, _ := unstructured.NestedString(containers[0].(map[string]any), "resources", "limits", "cpu")
+		pullSecrets, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "imagePullSecrets")
+		tolerations, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "tolerations")
+		replicas, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas")
+		if limit != "4" || len(pullSecrets) != 1 || len(tolerations) != 1 || fmt.Sprint(replicas) != "2" {
+			t.Errorf("Deployment %s: limits.cpu %q, %d pull secrets, %d tolerations, %v replicas; want the values' 4, 1, 1, 2",
+				o.GetName(), limit, len(pullSecrets), len(tolerations), replicas)
 		}
 	}
 	args := strings.Join(managerArgs(t, objs, "stackpilot-controller"), " ")
