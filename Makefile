@@ -93,15 +93,25 @@ system-packages: ## Install what the one-node cluster needs from Debian (contain
 ##@ Generated code and manifests
 
 CONTROLLER_GEN ?= $(BIN)/controller-gen
+CHART := charts/stackpilot
 
 .PHONY: generate
 generate: ## Generate the API's deepcopy code (api/**/zz_generated.deepcopy.go).
 	$(CONTROLLER_GEN) object:headerFile=dev/hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml) from markers, and render config/default into internal/manifests/stackpilot.yaml (what `stackpilot install` applies).
+manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml) from markers, render config/default into internal/manifests/stackpilot.yaml (what `stackpilot install` applies), and copy the CRDs, the manager's RBAC rules and config/monitoring into the Helm chart (charts/stackpilot).
 	$(CONTROLLER_GEN) rbac:roleName=stackpilot-manager-role crd paths=./... output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(BIN)/kubectl kustomize config/default > internal/manifests/stackpilot.yaml
+	@# The Helm chart's generated parts, copies of the above (Helm reads no file
+	@# outside the chart): the CRDs as config/default renders them (labels
+	@# included), the manager's RBAC as controller-gen wrote it, and
+	@# config/monitoring's objects. dev/test/chart fails when they are stale.
+	awk 'function flush() { if (doc ~ /(^|\n)kind: CustomResourceDefinition\n/) printf "---\n%s", doc; doc = "" } \
+		/^---$$/ { flush(); next } { doc = doc $$0 "\n" } END { flush() }' \
+		internal/manifests/stackpilot.yaml > $(CHART)/crds/stackpilot.dev.yaml
+	cp config/rbac/role.yaml $(CHART)/files/role.yaml
+	cp config/monitoring/servicemonitor.yaml config/monitoring/prometheusrule.yaml config/monitoring/dashboard.json $(CHART)/files/
 
 ##@ Development
 

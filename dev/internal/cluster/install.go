@@ -160,7 +160,17 @@ patches:
                   - {name: KUBERNETES_SERVICE_PORT, value: "%[10]d"}
 `, c.Dir, base, ImageName, name, tagOrDigest, DeploymentName, SystemNamespace,
 		inst.MetricsPort, inst.HealthPort, c.APIServerPort)
-	pv := fmt.Sprintf(`# The controller's data (artifact cache, PULUMI_HOME, file:// state) on this
+	if err := os.WriteFile(filepath.Join(inst.Dir, "pv.yaml"), []byte(DataVolume(inst.DataDir)), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(inst.Dir, "kustomization.yaml"), []byte(kustomization), 0o644)
+}
+
+// DataVolume is the PersistentVolume that config/cluster's claim
+// stackpilot-data binds: dir on this machine's disk, which must exist and be
+// the controller's (ControllerUID).
+func DataVolume(dir string) string {
+	return fmt.Sprintf(`# The controller's data (artifact cache, PULUMI_HOME, file:// state) on this
 # machine's disk, so that it outlives the controller's Pod.
 apiVersion: v1
 kind: PersistentVolume
@@ -174,11 +184,7 @@ spec:
   storageClassName: ""
   claimRef: {namespace: %s, name: stackpilot-data}
   hostPath: {path: %s, type: Directory}
-`, SystemNamespace, inst.DataDir)
-	if err := os.WriteFile(filepath.Join(inst.Dir, "pv.yaml"), []byte(pv), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(inst.Dir, "kustomization.yaml"), []byte(kustomization), 0o644)
+`, SystemNamespace, dir)
 }
 
 // splitImage splits registry/repo:tag or registry/repo@digest into the name and

@@ -237,6 +237,9 @@ func TestInstall(t *testing.T) {
 	var bindings rbacv1.ClusterRoleBindingList
 	g.Expect(k.List(ctx, &bindings, part)).To(Succeed())
 	g.Expect(bindings.Items).To(BeEmpty(), "ClusterRoleBindings left")
+
+	// The Helm chart, in the same cluster with the same image and Git server.
+	testHelm(t, c, image, git, timings)
 }
 
 // waitReady waits until the Stack is Ready (at revision, unless "").
