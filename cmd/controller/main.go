@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -238,7 +239,18 @@ func run() error {
 		ctrl.Log.Error(err, "no default runner image: Job Stacks without spec.runner.image cannot run")
 	}
 
-	jobs, err := jobExecutor(mgr, restConfig, f, dataDir, runnerImg)
+	// Not the manager's client: it is used before the manager starts, and
+	// what it reads (its own Pod, the runner certificate's Secret) must not
+	// start a cache of every Pod or Secret.
+	direct, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := setupLeaderLabel(mgr, direct, f.ownNamespace()); err != nil {
+		return err
+	}
+	certSecret := types.NamespacedName{Namespace: f.ownNamespace(), Name: runnerCertSecretName(mgrOpts.LeaderElectionID)}
+	jobs, err := jobExecutor(mgr, restConfig, f, dataDir, runnerImg, certSecret)
 	if err != nil {
 		return err
 	}
