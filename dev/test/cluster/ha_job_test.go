@@ -294,7 +294,10 @@ func testHAFailover(t *testing.T, f *jobFixture, key client.ObjectKey) string {
 	p := f.startHAPair(t)
 	defer p.stop(t)
 	a, b := p.replicas[0], p.replicas[1]
-	g.Expect(p.endpoints(g)).To(Equal([]string{a.name}), "the runner Service sends to the leader only")
+	// The endpoints controller follows the Pods' readiness and labels.
+	g.Eventually(func(g Gomega) {
+		g.Expect(p.endpoints(g)).To(Equal([]string{a.name}), "the runner Service sends to the leader only")
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 	before := p.leaseHolder(g)
 
 	commit := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("cyan", true)}, "slow cyan")
