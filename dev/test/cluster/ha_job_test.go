@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/dev/internal/controllerproc"
 )
 
@@ -291,6 +292,10 @@ func tailLines(s string, n int) string {
 func testHAFailover(t *testing.T, f *jobFixture, key client.ObjectKey) string {
 	g := NewWithT(t)
 	ctx := context.Background()
+	// Refresh, as the steps before leave it: run alone after the first
+	// step, the ConfigMap its drift check deleted is made again.
+	f.patchSpec(key, func(s *v1alpha1.Stack) { s.Spec.Refresh = true })
+	f.waitReady(key, "")
 	p := f.startHAPair(t)
 	defer p.stop(t)
 	a, b := p.replicas[0], p.replicas[1]
