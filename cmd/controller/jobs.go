@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,18 +24,26 @@ import (
 // (Local is the default and none could be found) there is none: Job Stacks
 // then fail saying so.
 //
-// The channel's certificate is kept in the data dir (or read from
-// --runner-cert-dir): the Pods of the Jobs a restarted controller adopts
-// trust only the CA they started with.
-func jobExecutor(mgr ctrl.Manager, cfg *rest.Config, f *flags, dataDir, runnerImage string) (stack.JobExecutor, error) {
+// The channel's certificate is read from --runner-cert-dir, or made once
+// and kept: in a Pod, in the Secret certSecret, shared by the replicas of
+// the shard (a new leader adopts the old one's Jobs, whose Pods trust only
+// the CA they started with); outside a Pod, in the data dir.
+func jobExecutor(mgr ctrl.Manager, cfg *rest.Config, f *flags, dataDir, runnerImage string, certSecret types.NamespacedName) (stack.JobExecutor, error) {
 	if runnerImage == "" {
 		return nil, nil
+	}
+	// Not the manager's cached client: a cache of every Pod and Job of the
+	// cluster would cost memory in proportion to the cluster, and the
+	// executor reads only its own operations' objects, by label.
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, err
 	}
 	certDir := f.runnerCertDir
 	if certDir == "" {
 		certDir = filepath.Join(dataDir, "runner-tls")
-		if err := opchannel.KeepSelfSigned(certDir, f.runnerEndpoint); err != nil {
-			return nil, fmt.Errorf("runner channel certificate in %s: %w", certDir, err)
+		if err := keepRunnerCert(c, f, certDir, certSecret); err != nil {
+			return nil, err
 		}
 	}
 	channel := opchannel.NewServer()
@@ -46,13 +60,6 @@ func jobExecutor(mgr ctrl.Manager, cfg *rest.Config, f *flags, dataDir, runnerIm
 	if err := mgr.Add(l); err != nil {
 		return nil, err
 	}
-	// Not the manager's cached client: a cache of every Pod and Job of the
-	// cluster would cost memory in proportion to the cluster, and the
-	// executor reads only its own operations' objects, by label.
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: mgr.GetScheme()})
-	if err != nil {
-		return nil, err
-	}
 	return &executor.Job{
 		Client:      c,
 		Channel:     channel,
@@ -65,6 +72,36 @@ func jobExecutor(mgr ctrl.Manager, cfg *rest.Config, f *flags, dataDir, runnerIm
 		// container: a Pod past it fails the operation, which backs off.
 		PendingTimeout: f.runnerPendingTimeout,
 	}, nil
+}
+
+// keepRunnerCert makes sure certDir holds the runner channel's
+// self-signed certificate: the Secret's in a Pod (POD_NAME), the data dir's
+// own outside one.
+func keepRunnerCert(c client.Client, f *flags, certDir string, certSecret types.NamespacedName) error {
+	if ownPod(f.ownNamespace()) == nil {
+		if err := opchannel.KeepSelfSigned(certDir, f.runnerEndpoint); err != nil {
+			return fmt.Errorf("runner channel certificate in %s: %w", certDir, err)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return opchannel.KeepInSecret(ctx, c, certSecret, f.runnerEndpoint, certDir)
+}
+
+// runnerCertSecretName is the runner certificate's Secret of the shard
+// whose Lease is leaseID: the shards of one namespace have their own
+// runner Services, so their own certificates.
+func runnerCertSecretName(leaseID string) string {
+	const name = "stackpilot-runner-tls"
+	switch {
+	case leaseID == defaultLeaderElectionID:
+		return name
+	case strings.HasPrefix(leaseID, defaultLeaderElectionID+"-"):
+		return name + strings.TrimPrefix(leaseID, defaultLeaderElectionID)
+	}
+	sum := sha256.Sum256([]byte(leaseID))
+	return name + "-" + hex.EncodeToString(sum[:])[:10]
 }
 
 // reconcileWorkers: a reconcile waits for its operation to end, so as many

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -126,7 +127,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.IntVar(&f.maxConcurrentJobs, "max-concurrent-jobs", defaultMaxConcurrentJobs, "How many runner Jobs (operations of Job Stacks) run at once; more wait for a free slot.")
 	flag.DurationVar(&f.runnerPendingTimeout, "runner-pending-timeout", executor.DefaultPendingTimeout, "How long a runner Pod may stay Pending (unscheduled, pulling its image, initialising) before its operation fails with RunnerPodFailed and the Stack backs off; raise it where a cluster autoscaler adds nodes for runner Pods.")
 	flag.StringVar(&f.runnerEndpoint, "runner-endpoint", "", "HTTPS URL at which runner Pods reach the controller to fetch their program and inputs and to report their result (default: https://stackpilot-runner.<the controller's namespace>.svc:9444).")
-	flag.StringVar(&f.runnerCertDir, "runner-cert-dir", "", "Directory holding tls.crt and tls.key (and ca.crt when another CA signed them) for the runner endpoint (default: a self-signed certificate for the --runner-endpoint host, made once and kept in the data dir, so that Pods of running Jobs still trust a restarted controller).")
+	flag.StringVar(&f.runnerCertDir, "runner-cert-dir", "", "Directory holding tls.crt and tls.key (and ca.crt when another CA signed them) for the runner endpoint (default: a self-signed certificate for the --runner-endpoint host, made once and kept, so that Pods of running Jobs still trust a restarted controller or a new leader: in a Pod, in the Secret stackpilot-runner-tls of the controller's namespace, shared by the replicas; outside a Pod, in the data dir).")
 	flag.StringVar(&f.runnerBindAddr, "runner-bind-address", fmt.Sprintf(":%d", runnerPort), "Address of the HTTPS endpoint that runner Pods call (each request authenticated by its operation's credential).")
 	flag.BoolVar(&f.allowLocalExecutor, "allow-local-executor", false, "With --default-executor=Job, let Stacks outside the controller's namespace set spec.runner.executor to Local (refused by default: a Local program runs inside the controller and can act as it, and where Job is the default every namespace editor may write Stacks).")
 	opts := &zap.Options{}
@@ -238,7 +239,18 @@ func run() error {
 		ctrl.Log.Error(err, "no default runner image: Job Stacks without spec.runner.image cannot run")
 	}
 
-	jobs, err := jobExecutor(mgr, restConfig, f, dataDir, runnerImg)
+	// Not the manager's client: it is used before the manager starts, and
+	// what it reads (its own Pod, the runner certificate's Secret) must not
+	// start a cache of every Pod or Secret.
+	direct, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := setupLeaderLabel(mgr, direct, f.ownNamespace()); err != nil {
+		return err
+	}
+	certSecret := types.NamespacedName{Namespace: f.ownNamespace(), Name: runnerCertSecretName(mgrOpts.LeaderElectionID)}
+	jobs, err := jobExecutor(mgr, restConfig, f, dataDir, runnerImg, certSecret)
 	if err != nil {
 		return err
 	}

@@ -54,3 +54,19 @@ func TestLeaderElectionIDPerShard(t *testing.T) {
 	g.Expect(len(one)).To(BeNumerically("<=", 63))
 	g.Expect(leaderElectionID("mine", parse("a=1"))).To(Equal("mine"))
 }
+
+// Each shard keeps the runner certificate of its own Service in a Secret of
+// its own, named after its Lease; the main controller's has the plain name.
+func TestRunnerCertSecretName(t *testing.T) {
+	for lease, want := range map[string]string{
+		defaultLeaderElectionID:                 "stackpilot-runner-tls",
+		defaultLeaderElectionID + "-0123456789": "stackpilot-runner-tls-0123456789",
+	} {
+		if got := runnerCertSecretName(lease); got != want {
+			t.Errorf("%s: got %s, want %s", lease, got, want)
+		}
+	}
+	if a, b := runnerCertSecretName("lease-a"), runnerCertSecretName("lease-b"); a == b {
+		t.Errorf("two Leases share the Secret %s", a)
+	}
+}

@@ -80,7 +80,11 @@
 // gives up delivering (resultPatience). The registry lives in one process:
 // the endpoint must reach the replica that registered (adopted) the
 // operation, and op.TreeDir must stay in the artifact store (out of GC)
-// while the operation is registered. The Pod runs
+// while the operation is registered. With replicas, that is the leader:
+// the stackpilot-runner Service selects the Pod the leader labels
+// (cmd/controller/leader_label.go), and the replicas serve one
+// certificate, kept in a Secret (KeepInSecret), so that the Pods of the
+// Jobs a new leader adopts trust it. The Pod runs
 // `stackpilot-controller runner pod --endpoint URL --ca-file FILE
 // --credential-file FILE --operation ID --work-root DIR`.
 //

@@ -48,6 +48,12 @@ type Config struct {
 	LogPath    string    // default: <DataDir>/controller-<time>.log
 	Verbose    io.Writer // also gets the log when not nil
 	Args       []string  // extra flags, e.g. --watch-namespace
+	// Env is added to the process's environment, e.g. POD_NAME for a
+	// replica that stands for a Pod.
+	Env []string
+	// ProbeAddr is the /healthz and /readyz address (default: a free one):
+	// fixed when a restarted process must answer where the first did.
+	ProbeAddr string
 }
 
 // Process is stackpilot-controller running as a child process.
@@ -74,9 +80,11 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	probes, err := FreeAddr()
-	if err != nil {
-		return nil, err
+	probes := c.ProbeAddr
+	if probes == "" {
+		if probes, err = FreeAddr(); err != nil {
+			return nil, err
+		}
 	}
 	webhooks, err := FreeAddr()
 	if err != nil {
@@ -105,7 +113,7 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 	cmd.Dir = c.DataDir
 	// KUBECONFIG reaches the runner and, through it, the Kubernetes provider;
 	// PulumiEnv puts bin/ first on PATH and keeps Pulumi off the network.
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), c.Env...)
 	for k, v := range toolchain.PulumiEnv(c.BinDir) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

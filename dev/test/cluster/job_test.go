@@ -500,6 +500,10 @@ func TestJobExecutor(t *testing.T) {
 		f.noRunnerLeft(f.ns)
 	})
 
+	step("two replicas: the leader killed, then stopped, mid-Job", func(t *testing.T, g *WithT) {
+		commit = testHAFailover(t, f, key)
+	})
+
 	step("timeout", func(t *testing.T, g *WithT) {
 		// The slow program's Deployment is Ready after 40 s: an up given
 		// 30 s times out while Pulumi waits for it. The runner cancels
