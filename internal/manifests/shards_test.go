@@ -42,7 +42,13 @@ func TestObjectsShards(t *testing.T) {
 	if !slices.Contains(mainArgs, "--watch-label-selector=!sharding.fluxcd.io/key") || !slices.Contains(mainArgs, "--leader-election-id="+MainLeaderElectionID) {
 		t.Errorf("the main controller's args: %v", mainArgs)
 	}
-	podLabelsOf := map[string]map[string]string{DeploymentName: stringMap(t, main, "spec", "template", "metadata", "labels")}
+	// A leader's Pod also carries stackpilot.dev/leader=true, set at run
+	// time (cmd/controller/leader_label.go), which the runner Services select.
+	leader := func(labels map[string]string) map[string]string {
+		labels["stackpilot.dev/leader"] = "true"
+		return labels
+	}
+	podLabelsOf := map[string]map[string]string{DeploymentName: leader(stringMap(t, main, "spec", "template", "metadata", "labels"))}
 	for _, s := range []string{"shard1", "shard2"} {
 		d := find(t, objs, "Deployment", "stackpilot-controller-"+s)
 		if d.GetNamespace() != "platform" || d.GetLabels()[ShardPodLabel] != s {
@@ -62,7 +68,7 @@ func TestObjectsShards(t *testing.T) {
 		if img := c[0].(map[string]any)["image"]; img != "registry.example/sp:v1" {
 			t.Errorf("%s's image: %v", s, img)
 		}
-		podLabelsOf[d.GetName()] = stringMap(t, d, "spec", "template", "metadata", "labels")
+		podLabelsOf[d.GetName()] = leader(stringMap(t, d, "spec", "template", "metadata", "labels"))
 		for _, svcName := range []string{"stackpilot-controller-" + s, "stackpilot-runner-" + s} {
 			svc := find(t, objs, "Service", svcName)
 			if svc.GetLabels()["app.kubernetes.io/name"] != DeploymentName || svc.GetLabels()[ShardPodLabel] != s {
