@@ -25,19 +25,15 @@ import (
 
 // kube is one API server for the tests of the Secret-kept certificate,
 // started by the first of them: the package's other tests need none.
-var kube struct {
-	once sync.Once
-	env  *testenv.Env
-	err  error
-}
+var kube testenv.Lazy
 
-func kubeEnv(t *testing.T) *testenv.Env {
-	t.Helper()
-	kube.once.Do(func() { kube.env, kube.err = testenv.Start(testenv.Options{}) })
-	if kube.err != nil {
-		t.Fatal(kube.err)
-	}
-	return kube.env
+func kubeEnv(t *testing.T) *testenv.Env { return kube.Get(t) }
+
+// TestMain stops the API server if a test started it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kube.Stop()
+	os.Exit(code)
 }
 
 const secretEndpoint = "https://stackpilot-runner.stackpilot-system.svc:9444"

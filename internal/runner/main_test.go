@@ -2,7 +2,6 @@ package runner
 
 import (
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/stackpilot/stackpilot/internal/testenv"
@@ -22,25 +21,12 @@ func TestMain(m *testing.M) {
 	}
 	testenv.MinParallel(4)
 	code := m.Run()
-	if kube.env != nil {
-		_ = kube.env.Stop()
-	}
+	kube.Stop()
 	os.Exit(code)
 }
 
 // kube is one control plane shared by the tests that need the Kubernetes
 // provider, started by the first of them: the other tests need no API server.
-var kube struct {
-	once sync.Once
-	env  *testenv.Env
-	err  error
-}
+var kube testenv.Lazy
 
-func kubeEnv(t *testing.T) *testenv.Env {
-	t.Helper()
-	kube.once.Do(func() { kube.env, kube.err = testenv.Start(testenv.Options{}) })
-	if kube.err != nil {
-		t.Fatal(kube.err)
-	}
-	return kube.env
-}
+func kubeEnv(t *testing.T) *testenv.Env { return kube.Get(t) }

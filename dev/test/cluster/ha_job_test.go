@@ -285,6 +285,13 @@ func tailLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// haReadyAfter is how long the failover's ups wait: long enough that the
+// leader is stopped mid-up (right after the up applied the Deployment), not
+// longer. Should a takeover outlast it, the Pod keeps its result until the
+// new leader takes it (opchannel's delivery retries), so the test still
+// holds.
+const haReadyAfter = 20
+
 // testHAFailover is TestJobExecutor's step "two replicas": an up's Job
 // outlives the leader, SIGKILLed, and then the next leader, stopped with
 // SIGTERM; each time the replica that takes over adopts the Job, and the
@@ -305,7 +312,7 @@ func testHAFailover(t *testing.T, f *jobFixture, key client.ObjectKey) string {
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 	before := p.leaseHolder(g)
 
-	commit := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("cyan", true)}, "slow cyan")
+	commit := f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": slowJobProgram("cyan", haReadyAfter)}, "slow cyan")
 	f.requestReconcile(key)
 	f.waitSlowStarted("cyan")
 	pod := f.runnerPod(key)
@@ -354,7 +361,7 @@ func testHAFailover(t *testing.T, f *jobFixture, key client.ObjectKey) string {
 	// leaves the up's Job running (an up is not cut on shutdown), removes
 	// its label and releases the Lease; the restarted replica takes over
 	// at once and adopts the Job.
-	commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": jobProgram("teal", true)}, "slow teal")
+	commit = f.git.Commit(t, "infra", "main", map[string]string{"app/Pulumi.yaml": slowJobProgram("teal", haReadyAfter)}, "slow teal")
 	f.requestReconcile(key)
 	f.waitSlowStarted("teal")
 	pod = f.runnerPod(key)

@@ -154,6 +154,15 @@ func (f *jobFixture) tenant(name string) string {
 // jobProgram writes a ConfigMap; with slow, also a Deployment whose Pod is
 // Ready only after 40 s, so that an up lasts long enough to be cut.
 func jobProgram(color string, slow bool) string {
+	if !slow {
+		return slowJobProgram(color, 0)
+	}
+	return slowJobProgram(color, 40)
+}
+
+// slowJobProgram is jobProgram whose up, with readyAfter > 0, also waits
+// that many seconds for a Deployment to be ready.
+func slowJobProgram(color string, readyAfter int) string {
 	p := `name: job-e2e
 runtime: yaml
 config:
@@ -166,7 +175,7 @@ resources:
       metadata: {name: settings, namespace: "${namespace}"}
       data: {color: ` + color + `}
 `
-	if slow {
+	if readyAfter > 0 {
 		p += `  slow:
     type: kubernetes:apps/v1:Deployment
     properties:
@@ -187,7 +196,7 @@ resources:
                 securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
                 readinessProbe:
                   exec: {command: [/pause, -sleep=1ms]}
-                  initialDelaySeconds: 40
+                  initialDelaySeconds: ` + strconv.Itoa(readyAfter) + `
                   periodSeconds: 1
 `
 	}
