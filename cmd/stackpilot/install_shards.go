@@ -37,6 +37,11 @@ func shardDeployments(shards []string) []string {
 	return names
 }
 
+// installedByUs picks only what an install made (config/default labels all
+// of it part-of stackpilot): a Deployment of the user's that happens to carry
+// a stackpilot.dev/shard label is never removed.
+var installedByUs = client.MatchingLabels{"app.kubernetes.io/part-of": "stackpilot"}
+
 // installedShard is a shard an earlier install made, and its objects.
 type installedShard struct {
 	name    string
@@ -61,14 +66,14 @@ func unwantedShards(ctx context.Context, cl client.Client, ns string, shards []s
 		found[s].objects = append(found[s].objects, o)
 	}
 	var deployments appsv1.DeploymentList
-	if err := cl.List(ctx, &deployments, client.InNamespace(ns), client.HasLabels{manifests.ShardPodLabel}); err != nil && !apierrors.IsNotFound(err) {
+	if err := cl.List(ctx, &deployments, client.InNamespace(ns), installedByUs, client.HasLabels{manifests.ShardPodLabel}); err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("list the installed shards: %w", err)
 	}
 	for i := range deployments.Items {
 		add(&deployments.Items[i])
 	}
 	var services corev1.ServiceList
-	if err := cl.List(ctx, &services, client.InNamespace(ns), client.HasLabels{manifests.ShardPodLabel}); err != nil && !apierrors.IsNotFound(err) {
+	if err := cl.List(ctx, &services, client.InNamespace(ns), installedByUs, client.HasLabels{manifests.ShardPodLabel}); err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("list the installed shards' Services: %w", err)
 	}
 	for i := range services.Items {

@@ -72,6 +72,19 @@ func TestInstallShards(t *testing.T) {
 	g.Expect(exists(&d, "stackpilot-controller")).To(BeTrue())
 	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.example/sp:v1"), "a refused install applies nothing")
 
+	// A Deployment of the user's with a shard label is not the install's.
+	mine := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "mine", Labels: map[string]string{"stackpilot.dev/shard": "shard2"}},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "mine"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "mine"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/mine:v1"}}},
+			},
+		},
+	}
+	g.Expect(cl.Create(ctx, mine)).To(Succeed())
+
 	// Moved to shard1, shard2 goes with its Services.
 	g.Expect(cl.Patch(ctx, net, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"sharding.fluxcd.io/key":"shard1"}}}`)))).To(Succeed())
 	_, errOut, code = adminCLI(t, kc, "", "install", "--shards", "1", "--image", "registry.example/sp:v2", "--wait=false")
@@ -83,6 +96,7 @@ func TestInstallShards(t *testing.T) {
 	}
 	g.Expect(exists(&d, "stackpilot-controller-shard1")).To(BeTrue())
 	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.example/sp:v2"))
+	g.Expect(exists(&appsv1.Deployment{}, "mine")).To(BeTrue(), "a Deployment the install did not make was removed")
 
 	// Back to one controller once nothing is labelled: no selector left.
 	g.Expect(cl.Patch(ctx, net, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"sharding.fluxcd.io/key":null}}}`)))).To(Succeed())
