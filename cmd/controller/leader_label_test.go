@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // The leader label on the controller's own Pod, in a real API server: a
@@ -23,9 +21,7 @@ func TestLeaderLabel(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = env.Stop() }()
+	env := controlPlane.Get(t)
 	ns := env.Namespace(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stackpilot-controller-abc", Labels: map[string]string{

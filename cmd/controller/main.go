@@ -23,7 +23,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -65,6 +64,7 @@ func main() {
 
 type flags struct {
 	metricsAddr, probeAddr  string
+	pprofAddr               string
 	webhookAddr             string
 	logsAddr, logsCertDir   string
 	leaderElect             bool
@@ -103,6 +103,7 @@ func parseFlags() (*flags, *zap.Options) {
 	f := &flags{}
 	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address of Go's /debug/pprof endpoints (heap, goroutines, CPU), for finding where memory or time goes; empty (the default) disables them. They reveal the process's memory: bind to localhost or keep the port unexposed.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the controller's own).")
 	flag.StringVar(&f.dataDir, "data-dir", "/data", "Directory for the artifact cache, work directories, PULUMI_HOME and the default backend.")
@@ -201,6 +202,7 @@ func run() error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        leaderElectionID(f.leaderElectionID, watchSelector),
 		LeaderElectionNamespace: f.leaderElectionNamespace,
@@ -209,16 +211,7 @@ func run() error {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr(managerShutdownTimeout(f.gracefulShutdownTimeout)),
 	}
-	// A shard caches (and so serves) only the Stacks, Receivers and Alerts
-	// its selector matches; what it reads of other shards' Stacks it reads
-	// from the API server (docs/guide/sharding.md).
-	mgrOpts.Cache.ByObject = shardedObjects(watchSelector)
-	if namespaces := f.watchNamespaces(); len(namespaces) > 0 {
-		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			mgrOpts.Cache.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
+	mgrOpts.Cache = cacheOptions(watchSelector, f.watchNamespaces())
 	restConfig := ctrl.GetConfigOrDie()
 	mgr, err := newManager(restConfig, mgrOpts) // leader_election.go: the Lease's timings
 	if err != nil {

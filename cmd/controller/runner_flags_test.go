@@ -8,8 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // --default-executor takes the two names spec.runner.executor takes, as
@@ -62,9 +60,7 @@ func TestOwnImage(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = env.Stop() }()
+	env := controlPlane.Get(t)
 	ns := env.Namespace(t)
 	const image = "registry.example/stackpilot-controller:v9.9.9"
 	const d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

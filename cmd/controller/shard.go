@@ -79,6 +79,7 @@ func allStacksCache(mgr ctrl.Manager, opts ctrl.Options, sel labels.Selector) (c
 		Scheme:            mgr.GetScheme(),
 		Mapper:            mgr.GetRESTMapper(),
 		DefaultNamespaces: opts.Cache.DefaultNamespaces,
+		DefaultTransform:  opts.Cache.DefaultTransform,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("the cache of all shards' Stacks: %w", err)

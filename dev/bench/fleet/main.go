@@ -21,11 +21,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"sync"
 	"syscall"
 	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
 )
@@ -50,6 +47,7 @@ type options struct {
 }
 
 func main() {
+	benchenv.OwnFlags()
 	var o options
 	flag.IntVar(&o.n, "n", 1000, "Number of Stacks.")
 	flag.IntVar(&o.concurrency, "concurrent-operations", 0, "The controller's --concurrent-operations (0: its default).")
@@ -147,7 +145,7 @@ func run(ctx context.Context, o options) error {
 		if err := e.SuspendNotApplied(ctx, namespace, commit0); err != nil {
 			return err
 		}
-		if err := sleep(ctx, 30*time.Second); err != nil {
+		if err := benchenv.Sleep(ctx, 30*time.Second); err != nil {
 			return err
 		}
 	}
@@ -179,7 +177,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := requestAll(ctx, e, names); err != nil {
+	if err := e.RequestAll(ctx, namespace, names, 8); err != nil {
 		return err
 	}
 	e.Logf("committed %s and requested a reconcile of all %d Stacks in %s", commit1[:12], m, benchenv.Since(t1))
@@ -224,7 +222,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := sleep(ctx, o.idle); err != nil {
+	if err := benchenv.Sleep(ctx, o.idle); err != nil {
 		return err
 	}
 	idle, err := ctrl.Memory()
@@ -256,7 +254,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("floor: bare pulumi up CPU %s (median of %d) × %d / %d cores = %s\n", benchenv.Seconds(floorCPU), o.floorRuns, m, cores, floor.Round(100*time.Millisecond))
 	fmt.Printf("ratio to the floor: %s%.2fx, target at most 1.5x\n", atLeast, commitTime.Seconds()/floor.Seconds())
 	fmt.Printf("controller process CPU in the commit phase: %s = %.1f %% of this benchmark's CPU (%s), %.1f %% of the machine's (%s over %s); target at most 5 %%\n",
-		benchenv.Seconds(ctrlCPU), pct(ctrlCPU, treeCPU), benchenv.Seconds(treeCPU), pct(ctrlCPU, busyCPU), benchenv.Seconds(busyCPU), wall.Round(time.Second))
+		benchenv.Seconds(ctrlCPU), benchenv.Pct(ctrlCPU, treeCPU), benchenv.Seconds(treeCPU), benchenv.Pct(ctrlCPU, busyCPU), benchenv.Seconds(busyCPU), wall.Round(time.Second))
 	fmt.Printf("pulumi processes in the commit phase: %d (%.1f per Stack: %s), their CPU %s (%.2fs per Stack, bare: %s); %.0f operations\n",
 		len(calls), float64(len(calls))/float64(max(k, 1)), commandsPerStack(calls, max(k, 1)), benchenv.Seconds(pulumiCPU),
 		pulumiCPU.Seconds()/float64(max(k, 1)), benchenv.Seconds(floorCPU), ops1-ops0)
@@ -278,13 +276,6 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("load average at the end: %s; other processes now: %s\n", benchenv.LoadAvg(), benchenv.OtherProcesses())
 	return nil
-}
-
-func pct(part, whole time.Duration) float64 {
-	if whole <= 0 {
-		return 0
-	}
-	return 100 * part.Seconds() / whole.Seconds()
 }
 
 // commandsPerStack summarises the subcommands of calls by count per Stack.
@@ -332,38 +323,6 @@ func measureFloor(ctx context.Context, e *benchenv.Env, o options) (cpu, wall ti
 	return benchenv.Median(cpus), benchenv.Median(walls), nil
 }
 
-// requestAll sets the reconcile-now annotation on the named Stacks, 8 at a time.
-func requestAll(ctx context.Context, e *benchenv.Env, names []string) error {
-	jobs := make(chan string)
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range jobs {
-				if err := e.RequestReconcile(ctx, client.ObjectKey{Namespace: namespace, Name: name}); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		}()
-	}
-	for _, name := range names {
-		jobs <- name
-	}
-	close(jobs)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
-}
-
 // waitAll waits until want Stacks are Applied at commit, with a progress
 // line every 30s that estimates when the phase ends at its rate so far. It
 // returns how many were applied when it stopped (want, or fewer with an error
@@ -383,13 +342,4 @@ func waitAll(ctx context.Context, e *benchenv.Env, ctrl *benchenv.Controller, o 
 		return applied, fmt.Errorf("%s: %w (controller log %s)", phase, err, ctrl.LogPath)
 	}
 	return applied, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

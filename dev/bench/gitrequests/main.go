@@ -45,6 +45,7 @@ type options struct {
 }
 
 func main() {
+	benchenv.OwnFlags()
 	var o options
 	flag.IntVar(&o.n, "n", 100, "Number of Stacks on the one repository.")
 	flag.DurationVar(&o.interval, "interval", 20*time.Second, "The Stacks' spec.interval.")

@@ -52,6 +52,7 @@ type options struct {
 }
 
 func main() {
+	benchenv.OwnFlags()
 	var o options
 	flag.IntVar(&o.n, "n", 500, "Number of Stacks.")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "How long to stay idle after all are Ready before the second measurement.")

@@ -52,6 +52,7 @@ type options struct {
 }
 
 func main() {
+	benchenv.OwnFlags()
 	var o options
 	flag.IntVar(&o.runs, "n", 5, "operations timed per executor for the start latency")
 	flag.IntVar(&o.stacks, "stacks", 50, "Job Stacks applied at once")

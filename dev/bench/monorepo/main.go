@@ -44,6 +44,7 @@ type options struct {
 }
 
 func main() {
+	benchenv.OwnFlags()
 	var o options
 	flag.IntVar(&o.n, "n", 50, "Number of folders, one Stack each.")
 	flag.IntVar(&o.touch, "touch", 7, "The folder the second commit touches (s<touch>).")

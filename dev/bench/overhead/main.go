@@ -79,6 +79,7 @@ type options struct {
 }
 
 func main() {
+	benchenv.OwnFlags()
 	var o options
 	flag.IntVar(&o.runs, "n", 5, "Number of timed runs on each side.")
 	flag.IntVar(&o.concurrency, "concurrent-operations", 0, "The controller's --concurrent-operations (0: its default).")

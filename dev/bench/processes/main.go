@@ -51,6 +51,7 @@ type options struct {
 }
 
 func main() {
+	benchenv.OwnFlags()
 	var o options
 	// A flag set of its own: the Pulumi SDK, through internal/runner,
 	// registers glog's -v on the default one.

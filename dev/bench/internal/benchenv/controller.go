@@ -23,6 +23,13 @@ type Controller struct {
 // StartController runs the controller for namespace ns and waits until it
 // answers /readyz. Extra args go to the controller (--concurrent-operations=2).
 func (e *Env) StartController(ctx context.Context, ns string, args ...string) (*Controller, error) {
+	return e.StartNamedController(ctx, "controller", ns, args...)
+}
+
+// StartNamedController is StartController for one of several controllers
+// (the shards of a fleet): its data dir is <Tmp>/<name>-data and its log
+// <Tmp>/<name>.log.
+func (e *Env) StartNamedController(ctx context.Context, name, ns string, args ...string) (*Controller, error) {
 	var verbose io.Writer
 	if e.Verbose {
 		verbose = os.Stderr
@@ -31,8 +38,8 @@ func (e *Env) StartController(ctx context.Context, ns string, args ...string) (*
 		Binary:     e.ControllerBin,
 		BinDir:     e.Bin,
 		Kubeconfig: e.Kube.Kubeconfig,
-		DataDir:    filepath.Join(e.Tmp, "controller-data"),
-		LogPath:    filepath.Join(e.Tmp, "controller.log"),
+		DataDir:    filepath.Join(e.Tmp, name+"-data"),
+		LogPath:    filepath.Join(e.Tmp, name+".log"),
 		Verbose:    verbose,
 		Args:       append([]string{"--watch-namespace=" + ns}, args...),
 	})
@@ -40,7 +47,7 @@ func (e *Env) StartController(ctx context.Context, ns string, args ...string) (*
 		return nil, err
 	}
 	e.defer_(func() { _ = p.Stop() })
-	e.Logf("controller running: pid %d, metrics http://%s/metrics, log %s", p.Pid(), p.MetricsAddr, p.LogPath)
+	e.Logf("%s running: pid %d, metrics http://%s/metrics, log %s", name, p.Pid(), p.MetricsAddr, p.LogPath)
 	return &Controller{p}, nil
 }
 

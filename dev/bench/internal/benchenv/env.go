@@ -8,6 +8,7 @@ package benchenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -151,3 +152,11 @@ func (e *Env) PulumiEnv() []string {
 
 // Since is the time since t, rounded for printing.
 func Since(t time.Time) time.Duration { return time.Since(t).Round(100 * time.Millisecond) }
+
+// OwnFlags gives the benchmark a command line of its own. glog (which
+// Pulumi's SDK imports, and the runner imports that) registers -v on the
+// global flag set when the program starts, so a benchmark that defines its
+// own -v there panics before it runs. Call it first in main.
+func OwnFlags() {
+	flag.CommandLine = flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+}

@@ -57,6 +57,8 @@ type procInfo struct {
 	comm      string
 	// utime+stime+cutime+cstime: its own CPU and that of its reaped children.
 	ticks int64
+	// utime+stime: its own CPU only.
+	own int64
 }
 
 func readProcs() map[int]procInfo {
@@ -89,6 +91,9 @@ func readProcs() map[int]procInfo {
 		for _, i := range []int{11, 12, 13, 14} {
 			v, _ := strconv.ParseInt(f[i], 10, 64)
 			p.ticks += v
+			if i <= 12 {
+				p.own += v
+			}
 		}
 		out[pid] = p
 	}
@@ -141,17 +146,58 @@ func busyTicks() int64 {
 type CPUSnapshot struct {
 	at         time.Time
 	busy, mine int64
+	own        map[int]procInfo // this benchmark's processes then
 }
 
 // TakeCPU snapshots CPU use.
 func TakeCPU() CPUSnapshot {
 	procs := readProcs()
 	mine := ours(procs)
-	var t int64
+	s := CPUSnapshot{at: time.Now(), busy: busyTicks(), own: map[int]procInfo{}}
 	for pid := range mine {
-		t += procs[pid].ticks
+		s.mine += procs[pid].ticks
+		s.own[pid] = procs[pid]
 	}
-	return CPUSnapshot{at: time.Now(), busy: busyTicks(), mine: t}
+	return s
+}
+
+// CPUByProcess splits this benchmark's CPU since s by process: the
+// long-lived ones by name (kube-apiserver, etcd, each controller, the
+// benchmark itself with its Git server), each its own CPU only; what the
+// processes that came and went in between used (runners, Pulumi and its
+// plugins) is the rest. It says where the time went when the API server or
+// etcd, not Pulumi, limits a fleet.
+func CPUByProcess(s CPUSnapshot) string {
+	now := TakeCPU()
+	secs := now.at.Sub(s.at).Seconds()
+	if secs <= 0 {
+		return ""
+	}
+	byName := map[string]int64{}
+	var named int64
+	for pid, p := range now.own {
+		before, ok := s.own[pid]
+		if !ok || before.comm != p.comm {
+			continue // started since s: a runner or Pulumi, in the rest
+		}
+		byName[p.comm] += p.own - before.own
+		named += p.own - before.own
+	}
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return byName[names[i]] > byName[names[j]] })
+	cores := func(ticks int64) string { return fmt.Sprintf("%.2f", float64(ticks)/userHZ/secs) }
+	parts := []string{}
+	for _, name := range names {
+		if byName[name]*100 < (now.mine - s.mine) { // under 1 %: not worth a column
+			continue
+		}
+		parts = append(parts, name+" "+cores(byName[name]))
+	}
+	parts = append(parts, "runners and Pulumi (processes that came and went) "+cores(now.mine-s.mine-named))
+	return "cores by process: " + strings.Join(parts, ", ")
 }
 
 // CPUSince says how busy the machine was since s, split into this

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -37,6 +38,7 @@ func (e *Env) Namespace(ctx context.Context, ns string) error {
 // StackSpec is what a benchmark Stack varies.
 type StackSpec struct {
 	Namespace, Name string
+	Labels          map[string]string
 	URL, Branch     string
 	Dir             string
 	Backend         string // empty: the controller's default
@@ -55,7 +57,7 @@ func (s StackSpec) Stack() (*v1alpha1.Stack, error) {
 		cfg[k] = apiextensionsv1.JSON{Raw: raw}
 	}
 	return &v1alpha1.Stack{
-		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels},
 		Spec: v1alpha1.StackSpec{
 			Source: v1alpha1.StackSource{
 				Git: &v1alpha1.GitSource{URL: s.URL, Ref: &v1alpha1.GitRef{Branch: s.Branch}},
@@ -103,15 +105,22 @@ func (e *Env) CountApplied(ctx context.Context, ns, commit string) (applied, tot
 	if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return 0, 0, nil, err
 	}
-	for i := range list.Items {
-		s := &list.Items[i]
+	applied, notReady = countApplied(list.Items, commit)
+	return applied, len(list.Items), notReady, nil
+}
+
+// countApplied counts the Stacks Applied at commit and names up to three of
+// the others with their Ready condition.
+func countApplied(stacks []v1alpha1.Stack, commit string) (applied int, notReady []string) {
+	for i := range stacks {
+		s := &stacks[i]
 		if Applied(s, commit) {
 			applied++
 		} else if len(notReady) < 3 {
 			notReady = append(notReady, s.Name+" ("+ReadyMessage(s)+")")
 		}
 	}
-	return applied, len(list.Items), notReady, nil
+	return applied, notReady
 }
 
 // poll is how often WaitAllApplied lists the Stacks: Env.Poll, 2s by default.
@@ -209,4 +218,37 @@ func (e *Env) SuspendNotApplied(ctx context.Context, ns, commit string) error {
 		}
 	}
 	return nil
+}
+
+// RequestAll sets the reconcile-now annotation on the named Stacks in ns,
+// parallel patches at a time, as a webhook receiver would.
+func (e *Env) RequestAll(ctx context.Context, ns string, names []string, parallel int) error {
+	jobs := make(chan string)
+	errs := make(chan error, parallel)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range jobs {
+				if err := e.RequestReconcile(ctx, client.ObjectKey{Namespace: ns, Name: name}); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, name := range names {
+		jobs <- name
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }

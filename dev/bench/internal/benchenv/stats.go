@@ -21,3 +21,11 @@ func Median(ds []time.Duration) time.Duration {
 
 // Seconds formats d as seconds with two decimals.
 func Seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+// Pct is part as a percentage of whole (0 when whole is 0).
+func Pct(part, whole time.Duration) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * part.Seconds() / whole.Seconds()
+}

@@ -1,0 +1,319 @@
+// Command scale measures Stackpilot with a large fleet (issue 24: 10,000
+// Stacks) of trivial Stacks, on one controller or split across shards that
+// run side by side on the same machine, as `stackpilot install --shards N`
+// sets them up:
+//
+//   - the time until all are Ready after they are created, and after one
+//     commit that changes every one of them, against a floor: the CPU a bare
+//     `pulumi` needs for the same work, times n, divided by the cores;
+//   - what the fleet costs while nothing changes, over whole intervals: each
+//     controller's RSS (and Go heap, goroutines) against its RSS with no
+//     Stacks, and the reconciles, Pulumi processes and Git requests;
+//   - whether the per-Stack memory grows with history (measured again after
+//     the commit, when every Stack's history holds one more record);
+//   - where the CPU went, by process (the API server, etcd, the
+//     controllers, Pulumi), so that a bottleneck other than Pulumi shows.
+//
+// The program is trivial on purpose (no provider, no resource: two outputs)
+// so that Pulumi's own share is as small as it gets and Stackpilot's cost
+// shows. Each Stack's config gives it its own output.
+//
+//	go -C dev run ./bench/scale [-n 10000] [-shards 0] [-interval 5m] [-idle 10m] [-timeout 4h] [-v] [-keep]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
+)
+
+const (
+	namespace = "bench-scale"
+	project   = "scale"
+	repo      = "scale"
+	branch    = "main"
+	dir       = "app"
+)
+
+type options struct {
+	n, shards      int
+	concurrency    int
+	interval, idle time.Duration
+	timeout        time.Duration
+	floorRuns      int
+	verbose, keep  bool
+}
+
+func main() {
+	benchenv.OwnFlags()
+	var o options
+	flag.IntVar(&o.n, "n", 10000, "Number of Stacks.")
+	flag.IntVar(&o.shards, "shards", 0, "0: one controller serves every Stack; N: the Stacks are labelled round-robin for N shards, each its own controller process beside the main one.")
+	flag.IntVar(&o.concurrency, "concurrent-operations", 0, "Each controller's --concurrent-operations (0: its default).")
+	flag.DurationVar(&o.interval, "interval", 5*time.Minute, "The Stacks' spec.interval: how often each checks its source while idle.")
+	flag.DurationVar(&o.idle, "idle", 0, "How long the idle measurement after creation lasts (0: two intervals).")
+	flag.DurationVar(&o.timeout, "timeout", 4*time.Hour, "Bound on each apply phase (creation, the commit).")
+	flag.IntVar(&o.floorRuns, "floor-runs", 5, "Bare `pulumi up` runs whose median CPU makes the floor.")
+	flag.BoolVar(&o.verbose, "v", false, "Copy the controllers' logs to stderr.")
+	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles).")
+	flag.Parse()
+	if o.idle == 0 {
+		o.idle = 2 * o.interval
+	}
+	if o.n < 1 || o.shards < 0 {
+		fmt.Fprintln(os.Stderr, "bench/scale: -n must be at least 1 and -shards at least 0")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/scale:", err)
+		os.Exit(1)
+	}
+}
+
+// program is the trivial Pulumi YAML program: no provider and no resource.
+// index comes from each Stack's config; run is what the commit changes.
+func program(run int) string {
+	return fmt.Sprintf(`name: %s
+runtime: yaml
+config:
+  index:
+    type: string
+outputs:
+  index: ${index}
+  run: "%d"
+`, project, run)
+}
+
+func layout(o options) string {
+	if o.shards == 0 {
+		return "one controller"
+	}
+	return fmt.Sprintf("%d shards beside the main controller", o.shards)
+}
+
+// floor is what a bare pulumi needs for the fleet's work, per Stack.
+type floor struct {
+	firstApply time.Duration // stack init + the first up: CPU
+	up         time.Duration // an up with a change: median CPU
+}
+
+func run(ctx context.Context, o options) error {
+	e, err := benchenv.Start(ctx, "scale", fmt.Sprintf("scale: %d trivial Stacks on %s", o.n, layout(o)), os.Stdout)
+	if err != nil {
+		return err
+	}
+	e.Verbose, e.Keep = o.verbose, o.keep
+	defer e.Close()
+	if err := e.Namespace(ctx, namespace); err != nil {
+		return err
+	}
+	cores := runtime.NumCPU()
+	fl, err := measureFloor(ctx, e, o)
+	if err != nil {
+		return err
+	}
+	e.Logf("bare pulumi of one Stack: first apply (stack init + up) CPU %s, up with a change median CPU %s over %d runs",
+		benchenv.Seconds(fl.firstApply), benchenv.Seconds(fl.up), o.floorRuns)
+
+	commit0, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(0)}, "run 0")
+	if err != nil {
+		return err
+	}
+	wrap, err := e.NewWrapper(ctx, "wrap")
+	if err != nil {
+		return err
+	}
+	ctrls, err := startFleet(ctx, e, o.n, o.shards, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...))
+	if err != nil {
+		return err
+	}
+	watch, err := e.WatchStacks(ctx, namespace)
+	if err != nil {
+		return err
+	}
+	if err := benchenv.Sleep(ctx, 10*time.Second); err != nil { // settled: caches synced, first GC
+		return err
+	}
+	base, err := ctrls.memory()
+	if err != nil {
+		return err
+	}
+	for i, m := range ctrls {
+		e.Logf("%s with no Stacks: %s", m.name, base[i])
+	}
+
+	// Creation.
+	created := phaseStart(ctrls, wrap)
+	t0 := time.Now()
+	if err := createAll(ctx, e, o); err != nil {
+		return err
+	}
+	e.Logf("created %d Stacks in %s; waiting for all to be Ready (at most %s)", o.n, benchenv.Since(t0), o.timeout)
+	k0, waitErr := waitAll(ctx, e, watch, ctrls, commit0, o.n, o.timeout, t0, "creation")
+	createTime := time.Since(t0)
+	if waitErr != nil && (ctx.Err() != nil || k0 == 0) {
+		return waitErr
+	}
+	createRes, err := created.end(ctrls, wrap)
+	if err != nil {
+		return err
+	}
+
+	// Idle, over whole intervals.
+	idle1, err := measureIdle(ctx, e, ctrls, wrap, o.idle)
+	if err != nil {
+		return err
+	}
+	heapTop, err := benchenv.HeapTop(ctx, ctrls.largest().pprof, filepath.Join(e.Tmp, ctrls.largest().name+"-heap-idle.pprof"), 15)
+	if err != nil {
+		e.Logf("no heap profile: %v", err)
+	} else {
+		e.Logf("heap profile of %s saved in %s", ctrls.largest().name, e.Tmp)
+	}
+
+	// One commit that changes every Stack, requested as a webhook would.
+	committed := phaseStart(ctrls, wrap)
+	t1 := time.Now()
+	commit1, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(1)}, "run 1: every Stack changes")
+	if err != nil {
+		return err
+	}
+	names, err := e.AppliedNames(ctx, namespace, commit0)
+	if err != nil {
+		return err
+	}
+	if err := e.RequestAll(ctx, namespace, names, 16); err != nil {
+		return err
+	}
+	e.Logf("committed %s and requested a reconcile of %d Stacks in %s", commit1[:12], len(names), benchenv.Since(t1))
+	k1, waitErr1 := waitAll(ctx, e, watch, ctrls, commit1, len(names), o.timeout, t1, "the commit")
+	commitTime := time.Since(t1)
+	if waitErr1 != nil && ctx.Err() != nil {
+		return waitErr1
+	}
+	commitRes, err := committed.end(ctrls, wrap)
+	if err != nil {
+		return err
+	}
+
+	// Idle again: every Stack's history is one record longer.
+	idle2, err := measureIdle(ctx, e, ctrls, wrap, min(o.idle, o.interval))
+	if err != nil {
+		return err
+	}
+
+	r := results{o: o, cores: cores, floor: fl, ctrls: ctrls, base: base,
+		created: k0, createTime: createTime, createErr: waitErr, create: createRes,
+		idle1: idle1, heapTop: heapTop,
+		committed: k1, wanted: len(names), commitTime: commitTime, commitErr: waitErr1, commit: commitRes,
+		idle2: idle2}
+	r.print()
+	return nil
+}
+
+// measureFloor runs a bare stack of the same program: its creation (stack
+// init and first up) once, then floorRuns ups with a change each.
+func measureFloor(ctx context.Context, e *benchenv.Env, o options) (floor, error) {
+	bare, err := e.NewBare(ctx, "bare", "bare", 5*time.Minute)
+	if err != nil {
+		return floor{}, err
+	}
+	if err := bare.SetUp(ctx, program(0), map[string]string{project + ":index": "bare"}); err != nil {
+		return floor{}, err
+	}
+	calls, err := bare.Wrap.Calls()
+	if err != nil {
+		return floor{}, err
+	}
+	var f floor
+	for _, c := range calls {
+		f.firstApply += c.CPU()
+	}
+	var cpus []time.Duration
+	for i := 1; i <= o.floorRuns; i++ {
+		up, err := bare.Up(ctx, program(i))
+		if err != nil {
+			return floor{}, err
+		}
+		cpus = append(cpus, up.CPU)
+	}
+	f.up = benchenv.Median(cpus)
+	return f, nil
+}
+
+// createAll creates the n Stacks, 16 requests at a time, each labelled for
+// its shard.
+func createAll(ctx context.Context, e *benchenv.Env, o options) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.n || ctx.Err() != nil {
+					return
+				}
+				var labels map[string]string
+				if shard := shardOf(i, o.shards); shard != "" {
+					labels = map[string]string{shardKey: shard}
+				}
+				s, err := benchenv.StackSpec{
+					Namespace: namespace, Name: fmt.Sprintf("s%05d", i), Labels: labels,
+					URL: e.Git.URL(repo), Branch: branch, Dir: dir,
+					Interval: o.interval, Config: map[string]any{"index": fmt.Sprint(i)},
+				}.Stack()
+				if err == nil {
+					err = e.Client.Create(ctx, s)
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("create Stack %d: %w", i, err):
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return ctx.Err()
+	}
+}
+
+// waitAll waits until want Stacks are Applied at commit, with a progress
+// line every minute.
+func waitAll(ctx context.Context, e *benchenv.Env, w *benchenv.StackWatch, ctrls fleet, commit string, want int, timeout time.Duration, start time.Time, phase string) (int, error) {
+	applied, err := w.WaitAllApplied(ctx, commit, want, timeout, time.Minute, func(applied int) {
+		elapsed := time.Since(start)
+		eta := "?"
+		if applied > 0 {
+			eta = (time.Duration(float64(elapsed)*float64(want)/float64(applied)) - elapsed).Round(time.Second).String()
+		}
+		mem, _ := ctrls.memory()
+		e.Logf("  %s: %d/%d Ready after %s (%.1f Stacks/min, about %s left); controllers' RSS %s", phase, applied, want,
+			elapsed.Round(time.Second), float64(applied)/elapsed.Minutes(), eta, benchenv.MiB(totalRSS(mem)))
+	})
+	if err != nil {
+		return applied, fmt.Errorf("%s: %w", phase, err)
+	}
+	return applied, nil
+}

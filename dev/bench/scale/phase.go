@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
+)
+
+// mark is what the counters stood at when a phase began.
+type mark struct {
+	calls           int
+	ops, reconciles float64
+	ctrlCPU         time.Duration
+	cpu             benchenv.CPUSnapshot
+	git             benchenv.GitCounts
+}
+
+// phase is what happened between a mark and its end.
+type phase struct {
+	calls           []benchenv.Call // pulumi processes, from the wrapper's log
+	ops, reconciles float64         // from the controllers' metrics
+	ctrlCPU         time.Duration   // the controllers' own CPU
+	treeCPU, busy   time.Duration   // this benchmark's process tree; the machine
+	wall            time.Duration
+	cpuLine         string // benchenv.CPUSince
+	byProcess       string // benchenv.CPUByProcess
+	git             benchenv.GitCounts
+}
+
+func phaseStart(f fleet, w *benchenv.Wrapper) *mark {
+	m := &mark{cpu: benchenv.TakeCPU()}
+	m.calls, _ = w.Count()
+	m.ops, m.reconciles, _ = f.counters()
+	m.ctrlCPU, _ = f.ownCPU()
+	return m
+}
+
+// withGit adds the Git server's counters to the mark.
+func (m *mark) withGit(e *benchenv.Env) *mark {
+	m.git = e.GitCounts()
+	return m
+}
+
+func (m *mark) end(f fleet, w *benchenv.Wrapper) (phase, error) {
+	p := phase{cpuLine: benchenv.CPUSince(m.cpu), byProcess: benchenv.CPUByProcess(m.cpu)}
+	p.treeCPU, p.busy, p.wall = benchenv.CPUUsed(m.cpu)
+	calls, err := w.CallsFrom(m.calls)
+	if err != nil {
+		return p, err
+	}
+	p.calls = calls
+	ops, recs, err := f.counters()
+	if err != nil {
+		return p, err
+	}
+	p.ops, p.reconciles = ops-m.ops, recs-m.reconciles
+	cpu, err := f.ownCPU()
+	if err != nil {
+		return p, err
+	}
+	p.ctrlCPU = cpu - m.ctrlCPU
+	return p, nil
+}
+
+// pulumiCPU is the CPU of the phase's pulumi process trees.
+func (p phase) pulumiCPU() time.Duration {
+	var t time.Duration
+	for _, c := range p.calls {
+		t += c.CPU()
+	}
+	return t
+}
+
+// idle is an idle measurement: what ran and the memory at its end.
+type idle struct {
+	phase
+	d   time.Duration
+	mem []benchenv.Memory
+}
+
+// measureIdle lets the fleet be for d (after 30 s for the last statuses and
+// events to settle) and reads what ran, the Git requests and the memory.
+func measureIdle(ctx context.Context, e *benchenv.Env, f fleet, w *benchenv.Wrapper, d time.Duration) (idle, error) {
+	if err := benchenv.Sleep(ctx, 30*time.Second); err != nil {
+		return idle{}, err
+	}
+	e.Logf("idle for %s", d)
+	m := phaseStart(f, w).withGit(e)
+	if err := benchenv.Sleep(ctx, d); err != nil {
+		return idle{}, err
+	}
+	p, err := m.end(f, w)
+	if err != nil {
+		return idle{}, err
+	}
+	p.git = e.GitCounts().Sub(m.git)
+	mem, err := f.memory()
+	if err != nil {
+		return idle{}, err
+	}
+	for i, m := range f {
+		e.Logf("  %s after %s idle: %s; %.0f reconciles, %.0f operations, Git %d requests in all", m.name, d, mem[i], p.reconciles, p.ops, p.git.Total())
+	}
+	return idle{phase: p, d: d, mem: mem}, nil
+}

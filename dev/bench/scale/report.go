@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
+)
+
+// results is everything the run measured, for print.
+type results struct {
+	o     options
+	cores int
+	floor floor
+	ctrls fleet
+	base  []benchenv.Memory // each controller with no Stacks
+
+	created    int
+	createTime time.Duration
+	createErr  error
+	create     phase
+
+	idle1   idle
+	heapTop string
+
+	committed, wanted int
+	commitTime        time.Duration
+	commitErr         error
+	commit            phase
+
+	idle2 idle
+}
+
+func (r results) print() {
+	concurrency := "the controller's default"
+	if r.o.concurrency > 0 {
+		concurrency = fmt.Sprint(r.o.concurrency)
+	}
+	fmt.Printf("\n== scale results: %d trivial Stacks (no resource, two outputs) on %s, interval %s, --concurrent-operations %s, %d cores\n",
+		r.o.n, layout(r.o), r.o.interval, concurrency, r.cores)
+
+	r.printApply("creation to all Ready", r.created, r.o.n, r.createTime, r.createErr, r.create, r.floor.firstApply, "stack init + up")
+	r.printIdle("idle after creation", r.idle1)
+	if r.heapTop != "" {
+		fmt.Printf("heap in use of %s after idle (go tool pprof -top -sample_index=inuse_space):\n%s\n", r.ctrls.largest().name, r.heapTop)
+	}
+	r.printApply("one commit changing every Stack, commit to all Ready", r.committed, r.wanted, r.commitTime, r.commitErr, r.commit, r.floor.up, "up")
+	r.printIdle("idle after the commit (one more history record per Stack)", r.idle2)
+	fmt.Printf("per-Stack RSS after the commit minus after creation: %+.1f KiB (history and status one record longer)\n",
+		float64(totalRSS(r.idle2.mem)-totalRSS(r.idle1.mem))/float64(max(r.created, 1))/1024)
+
+	if r.o.n < 10000 || r.createErr != nil || r.commitErr != nil {
+		scale := 10000 / float64(max(min(r.created, r.committed), 1))
+		fmt.Printf("ESTIMATE for -n 10000 (linear in the apply phases, from this run): creation %s, the commit %s, plus %s idle and the floor\n",
+			time.Duration(float64(r.createTime)*scale).Round(time.Minute), time.Duration(float64(r.commitTime)*scale).Round(time.Minute),
+			r.idle1.d+r.idle2.d+time.Minute)
+	}
+	fmt.Printf("load average at the end: %s; other processes now: %s\n", benchenv.LoadAvg(), benchenv.OtherProcesses())
+}
+
+// printApply prints an apply phase: its time against the floor (floorCPU per
+// Stack × Stacks / cores), the controllers' share of the CPU, the pulumi
+// processes and where the CPU went.
+func (r results) printApply(what string, done, want int, took time.Duration, err error, p phase, floorCPU time.Duration, floorWhat string) {
+	atLeast := ""
+	if err != nil {
+		atLeast = "at least "
+		fmt.Printf("PARTIAL: %v; the time and ratio below are lower bounds\n", err)
+	}
+	floor := time.Duration(float64(floorCPU) * float64(done) / float64(r.cores))
+	fmt.Printf("%s: %s%s for %d of %d (%.1f Stacks/min)\n", what, atLeast, took.Round(time.Second), done, want, float64(done)/took.Minutes())
+	fmt.Printf("  floor: bare %s CPU %s × %d / %d cores = %s; ratio to the floor %s%.2fx\n",
+		floorWhat, benchenv.Seconds(floorCPU), done, r.cores, floor.Round(time.Second), atLeast, took.Seconds()/floor.Seconds())
+	n := float64(max(done, 1))
+	fmt.Printf("  pulumi processes: %d (%.2f per Stack), their CPU %.2fs per Stack; %.0f operations, %.0f reconciles (%.1f per Stack)\n",
+		len(p.calls), float64(len(p.calls))/n, p.pulumiCPU().Seconds()/n, p.ops, p.reconciles, p.reconciles/n)
+	fmt.Printf("  the controllers' own CPU: %s = %.1f %% of this benchmark's (%s)\n",
+		benchenv.Seconds(p.ctrlCPU), benchenv.Pct(p.ctrlCPU, p.treeCPU), benchenv.Seconds(p.treeCPU))
+	fmt.Printf("  %s\n  %s\n", p.byProcess, p.cpuLine)
+}
+
+// printIdle prints an idle measurement: what ran, the Git requests per
+// interval and each controller's memory against its memory with no Stacks.
+func (r results) printIdle(what string, in idle) {
+	intervals := in.d.Seconds() / r.o.interval.Seconds()
+	fmt.Printf("%s, over %s (%.1f intervals of %s):\n", what, in.d, intervals, r.o.interval)
+	fmt.Printf("  %.0f reconciles (%.2f per Stack per interval), %.0f Pulumi operations, %d pulumi processes\n",
+		in.reconciles, in.reconciles/float64(max(r.created, 1))/intervals, in.ops, len(in.calls))
+	fmt.Printf("  Git: %s; %.2f per interval (one repository: the goal is one listing per interval)\n", in.git, float64(in.git.Total())/intervals)
+	fmt.Printf("  %s\n  %s\n", in.byProcess, in.cpuLine)
+	fmt.Printf("  %-10s %7s %12s %12s %12s %14s %12s\n", "controller", "Stacks", "RSS none", "RSS idle", "per Stack", "Go heap in use", "goroutines")
+	for i, m := range r.ctrls {
+		perStack := "-"
+		if m.stacks > 0 {
+			perStack = fmt.Sprintf("%.1f KiB", float64(in.mem[i].RSS-r.base[i].RSS)/float64(m.stacks)/1024)
+		}
+		fmt.Printf("  %-10s %7d %12s %12s %12s %14s %5.0f → %4.0f\n", m.name, m.stacks, benchenv.MiB(r.base[i].RSS), benchenv.MiB(in.mem[i].RSS),
+			perStack, benchenv.MiB(int64(in.mem[i].HeapInuse)), r.base[i].Goroutines, in.mem[i].Goroutines)
+	}
+	if len(r.ctrls) > 1 {
+		fmt.Printf("  %-10s %7d %12s %12s %12s\n", "all", r.o.n, benchenv.MiB(totalRSS(r.base)), benchenv.MiB(totalRSS(in.mem)),
+			fmt.Sprintf("%.1f KiB", float64(totalRSS(in.mem)-totalRSS(r.base))/float64(r.o.n)/1024))
+	}
+	largest := r.ctrls.largest()
+	fmt.Printf("  the largest controller (%s) holds %s for %d Stacks: target at most 300 MiB for 10,000 on one controller\n",
+		largest.name, benchenv.MiB(in.mem[indexOf(r.ctrls, largest)].RSS), largest.stacks)
+}
+
+func indexOf(f fleet, m *member) int {
+	for i := range f {
+		if f[i] == m {
+			return i
+		}
+	}
+	return 0
+}
