@@ -36,8 +36,12 @@ func (r results) print() {
 	if r.o.concurrency > 0 {
 		concurrency = fmt.Sprint(r.o.concurrency)
 	}
-	fmt.Printf("\n== scale results: %d trivial Stacks (no resource, two outputs) on %s, interval %s, --concurrent-operations %s, %d cores\n",
-		r.o.n, layout(r.o), r.o.interval, concurrency, r.cores)
+	drift := "scheduled drift checks off"
+	if r.o.drift > 0 {
+		drift = "a drift check every " + r.o.drift.String()
+	}
+	fmt.Printf("\n== scale results: %d trivial Stacks (no resource, two outputs) on %s, interval %s, %s, --concurrent-operations %s, %d cores\n",
+		r.o.n, layout(r.o), r.o.interval, drift, concurrency, r.cores)
 
 	r.printApply("creation to all Ready", r.created, r.o.n, r.createTime, r.createErr, r.create, r.floor.firstApply, "stack init + up")
 	r.printIdle("idle after creation", r.idle1)

@@ -66,3 +66,39 @@ func TestNextDriftCheck(t *testing.T) {
 		g.Expect(n).To(BeTemporally("<=", b.Add(3*hour/2)))
 	}
 }
+
+// A fleet's reschedules list the Stacks once per interval and TTL, not once
+// per Stack: the ranking is reused for driftRankingTTL, then read again; a
+// listing that failed is not kept.
+func TestDriftRankingsAreReused(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Unix(1000, 0)
+	d := &driftRankings{now: func() time.Time { return now }}
+	lists := 0
+	peers := []string{"ns/a", "ns/b", "ns/c"}
+	list := func() ([]string, bool) { lists++; return peers, true }
+
+	first := d.among(time.Hour, list)
+	g.Expect(first).To(Equal(rankPeers(peers)))
+	for range 100 {
+		d.among(time.Hour, list)
+	}
+	g.Expect(lists).To(Equal(1), "one listing for a hundred reschedules within the TTL")
+
+	d.among(2*time.Hour, list)
+	g.Expect(lists).To(Equal(2), "each interval has its own peers")
+
+	peers = append(peers, "ns/d")
+	now = now.Add(driftRankingTTL)
+	g.Expect(d.among(time.Hour, list)).To(Equal(rankPeers(peers)), "read again once the TTL has passed")
+	g.Expect(lists).To(Equal(3))
+
+	failed := func() ([]string, bool) { lists++; return nil, false }
+	now = now.Add(driftRankingTTL)
+	g.Expect(d.among(time.Hour, failed)).To(BeEmpty())
+	g.Expect(d.among(time.Hour, list)).To(Equal(rankPeers(peers)), "a failed listing is not kept")
+	g.Expect(lists).To(Equal(5))
+
+	// A Stack not in the kept ranking still gets a slot of its own.
+	g.Expect(phaseAmong("ns/e", rankPeers(peers), time.Hour)).To(Equal(driftPhase("ns/e", append(peers, "ns/e"), time.Hour)))
+}

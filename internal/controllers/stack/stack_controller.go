@@ -64,7 +64,8 @@ type StackReconciler struct {
 	// Plans keeps the plans that wait for approval.
 	Plans *plan.Store
 
-	inflight inflightOps
+	inflight   inflightOps
+	driftRanks driftRankings
 }
 
 // stepFunc is one step of a reconcile. Whether it runs is the route's choice

@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
@@ -89,18 +90,21 @@ func (r *StackReconciler) scheduleDrift(ctx context.Context, stack *v1alpha1.Sta
 	if !reschedule && d.NextCheckAt != nil && !d.NextCheckAt.After(now.Add(interval*3/2)) {
 		return d.NextCheckAt.Time
 	}
-	next := nextDriftCheck(now, driftPhase(stackKey(stack), r.driftPeers(ctx, interval), interval), interval)
+	ranked := r.driftRanks.among(interval, func() ([]string, bool) { return r.driftPeers(ctx, interval) })
+	next := nextDriftCheck(now, phaseAmong(stackKey(stack), ranked, interval), interval)
 	d.NextCheckAt = &metav1.Time{Time: next}
 	return next
 }
 
 func stackKey(stack *v1alpha1.Stack) string { return stack.Namespace + "/" + stack.Name }
 
-// driftPeers are the Stacks (from the cache) whose checks share interval.
-func (r *StackReconciler) driftPeers(ctx context.Context, interval time.Duration) []string {
+// driftPeers are the Stacks (from the cache) whose checks share interval;
+// ok is false when they could not be listed.
+func (r *StackReconciler) driftPeers(ctx context.Context, interval time.Duration) (keys []string, ok bool) {
 	var list v1alpha1.StackList
-	if err := r.List(ctx, &list); err != nil {
-		return nil // the phase then comes from this Stack alone: still a valid slot
+	// Read only, so not copied: the cache's own objects, thousands of them.
+	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, false // the phase then comes from this Stack alone: still a valid slot
 	}
 	peers := make([]string, 0, len(list.Items))
 	for i := range list.Items {
@@ -109,7 +113,7 @@ func (r *StackReconciler) driftPeers(ctx context.Context, interval time.Duration
 			peers = append(peers, stackKey(s))
 		}
 	}
-	return peers
+	return peers, true
 }
 
 // runDrift checks the last applied revision and reports what it finds;

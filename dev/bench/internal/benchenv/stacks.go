@@ -44,6 +44,8 @@ type StackSpec struct {
 	Backend         string // empty: the controller's default
 	Interval        time.Duration
 	Config          map[string]any
+	// Drift is spec.driftDetection; nil leaves the default (hourly checks).
+	Drift *v1alpha1.DriftDetection
 }
 
 // Stack builds the Stack object.
@@ -68,6 +70,7 @@ func (s StackSpec) Stack() (*v1alpha1.Stack, error) {
 			Config:          cfg,
 			Interval:        metav1.Duration{Duration: s.Interval},
 			RetryInterval:   &metav1.Duration{Duration: 5 * time.Second},
+			DriftDetection:  s.Drift,
 		},
 	}, nil
 }
