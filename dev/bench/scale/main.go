@@ -55,6 +55,7 @@ type options struct {
 	drift          time.Duration
 	timeout        time.Duration
 	floorRuns      int
+	skipCommit     bool
 	verbose, keep  bool
 }
 
@@ -69,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 0, "How long the idle measurement after creation lasts (0: two intervals).")
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Hour, "Bound on each apply phase (creation, the commit).")
 	flag.IntVar(&o.floorRuns, "floor-runs", 5, "Bare `pulumi up` runs whose median CPU makes the floor.")
+	flag.BoolVar(&o.skipCommit, "skip-commit", false, "Stop after creation and the idle measurement: no commit phase (half the run's time).")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controllers' logs to stderr.")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles).")
 	flag.Parse()
@@ -168,8 +170,24 @@ func run(ctx context.Context, o options) error {
 	e.Logf("created %d Stacks in %s; waiting for all to be Ready (at most %s)", o.n, benchenv.Since(t0), o.timeout)
 	k0, waitErr := waitAll(ctx, e, watch, ctrls, commit0, o.n, o.timeout, t0, "creation")
 	createTime := time.Since(t0)
-	if waitErr != nil && (ctx.Err() != nil || k0 == 0) {
-		return waitErr
+	if waitErr != nil {
+		// Measure with the Stacks that made it: the others are suspended, so
+		// that the idle measurement sees no operation.
+		if ctx.Err() != nil || k0 == 0 {
+			return waitErr
+		}
+		e.Logf("%v; suspending the others and waiting 30s for operations in flight", waitErr)
+		if err := e.SuspendNotApplied(ctx, namespace, commit0); err != nil {
+			return err
+		}
+		if err := benchenv.Sleep(ctx, 30*time.Second); err != nil {
+			return err
+		}
+		names, err := e.AppliedNames(ctx, namespace, commit0)
+		if err != nil {
+			return err
+		}
+		k0 = len(names)
 	}
 	createRes, err := created.end(ctrls, wrap)
 	if err != nil {
@@ -188,7 +206,22 @@ func run(ctx context.Context, o options) error {
 		e.Logf("heap profile of %s saved in %s", ctrls.largest().name, e.Tmp)
 	}
 
-	// One commit that changes every Stack, requested as a webhook would.
+	r := results{o: o, cores: cores, floor: fl, ctrls: ctrls, base: base,
+		created: k0, createTime: createTime, createErr: waitErr, create: createRes,
+		idle1: idle1, heapTop: heapTop}
+	if !o.skipCommit {
+		if err := commitAll(ctx, e, watch, ctrls, wrap, o, commit0, &r); err != nil {
+			return err
+		}
+	}
+	r.print()
+	return nil
+}
+
+// commitAll commits a change to every Stack's program, requests a reconcile
+// of each as a webhook would, waits until all are Ready at it, and measures
+// the fleet idle again: every Stack's history is one record longer.
+func commitAll(ctx context.Context, e *benchenv.Env, watch *benchenv.StackWatch, ctrls fleet, wrap *benchenv.Wrapper, o options, commit0 string, r *results) error {
 	committed := phaseStart(ctrls, wrap)
 	t1 := time.Now()
 	commit1, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(1)}, "run 1: every Stack changes")
@@ -203,29 +236,17 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	e.Logf("committed %s and requested a reconcile of %d Stacks in %s", commit1[:12], len(names), benchenv.Since(t1))
-	k1, waitErr1 := waitAll(ctx, e, watch, ctrls, commit1, len(names), o.timeout, t1, "the commit")
-	commitTime := time.Since(t1)
-	if waitErr1 != nil && ctx.Err() != nil {
-		return waitErr1
+	r.wanted = len(names)
+	r.committed, r.commitErr = waitAll(ctx, e, watch, ctrls, commit1, len(names), o.timeout, t1, "the commit")
+	r.commitTime = time.Since(t1)
+	if r.commitErr != nil && ctx.Err() != nil {
+		return r.commitErr
 	}
-	commitRes, err := committed.end(ctrls, wrap)
-	if err != nil {
+	if r.commit, err = committed.end(ctrls, wrap); err != nil {
 		return err
 	}
-
-	// Idle again: every Stack's history is one record longer.
-	idle2, err := measureIdle(ctx, e, ctrls, wrap, min(o.idle, o.interval))
-	if err != nil {
-		return err
-	}
-
-	r := results{o: o, cores: cores, floor: fl, ctrls: ctrls, base: base,
-		created: k0, createTime: createTime, createErr: waitErr, create: createRes,
-		idle1: idle1, heapTop: heapTop,
-		committed: k1, wanted: len(names), commitTime: commitTime, commitErr: waitErr1, commit: commitRes,
-		idle2: idle2}
-	r.print()
-	return nil
+	r.idle2, err = measureIdle(ctx, e, ctrls, wrap, min(o.idle, o.interval))
+	return err
 }
 
 // measureFloor runs a bare stack of the same program: its creation (stack

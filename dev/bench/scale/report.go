@@ -48,16 +48,21 @@ func (r results) print() {
 	if r.heapTop != "" {
 		fmt.Printf("heap in use of %s after idle (go tool pprof -top -sample_index=inuse_space):\n%s\n", r.ctrls.largest().name, r.heapTop)
 	}
-	r.printApply("one commit changing every Stack, commit to all Ready", r.committed, r.wanted, r.commitTime, r.commitErr, r.commit, r.floor.up, "up")
-	r.printIdle("idle after the commit (one more history record per Stack)", r.idle2)
-	fmt.Printf("per-Stack RSS after the commit minus after creation: %+.1f KiB (history and status one record longer)\n",
-		float64(totalRSS(r.idle2.mem)-totalRSS(r.idle1.mem))/float64(max(r.created, 1))/1024)
-
+	if r.o.skipCommit {
+		fmt.Println("no commit phase (-skip-commit)")
+	} else {
+		r.printApply("one commit changing every Stack, commit to all Ready", r.committed, r.wanted, r.commitTime, r.commitErr, r.commit, r.floor.up, "up")
+		r.printIdle("idle after the commit (one more history record per Stack)", r.idle2)
+		fmt.Printf("per-Stack RSS after the commit minus after creation: %+.1f KiB (history and status one record longer)\n",
+			float64(totalRSS(r.idle2.mem)-totalRSS(r.idle1.mem))/float64(max(r.created, 1))/1024)
+	}
 	if r.o.n < 10000 || r.createErr != nil || r.commitErr != nil {
-		scale := 10000 / float64(max(min(r.created, r.committed), 1))
-		fmt.Printf("ESTIMATE for -n 10000 (linear in the apply phases, from this run): creation %s, the commit %s, plus %s idle and the floor\n",
-			time.Duration(float64(r.createTime)*scale).Round(time.Minute), time.Duration(float64(r.commitTime)*scale).Round(time.Minute),
-			r.idle1.d+r.idle2.d+time.Minute)
+		scale := 10000 / float64(max(r.created, 1))
+		fmt.Printf("ESTIMATE for -n 10000 (linear in the apply phases, from this run): creation %s", time.Duration(float64(r.createTime)*scale).Round(time.Minute))
+		if !r.o.skipCommit {
+			fmt.Printf(", the commit %s", time.Duration(float64(r.commitTime)*10000/float64(max(r.committed, 1))).Round(time.Minute))
+		}
+		fmt.Printf(", plus the idle measurements and the floor\n")
 	}
 	fmt.Printf("load average at the end: %s; other processes now: %s\n", benchenv.LoadAvg(), benchenv.OtherProcesses())
 }
@@ -69,7 +74,7 @@ func (r results) printApply(what string, done, want int, took time.Duration, err
 	atLeast := ""
 	if err != nil {
 		atLeast = "at least "
-		fmt.Printf("PARTIAL: %v; the time and ratio below are lower bounds\n", err)
+		fmt.Printf("PARTIAL: %v; the time and ratio below are lower bounds (after creation the others were suspended: they stay in the controllers' caches, without an applied status)\n", err)
 	}
 	floor := time.Duration(float64(floorCPU) * float64(done) / float64(r.cores))
 	fmt.Printf("%s: %s%s for %d of %d (%.1f Stacks/min)\n", what, atLeast, took.Round(time.Second), done, want, float64(done)/took.Minutes())

@@ -134,6 +134,7 @@ func (r *StackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.inflight.forgetSeen(stack)
 	st := &reconcileState{stack: stack, patcher: patch.NewSerialPatcher(stack, r.Client)}
 	if r.Shard != nil {
 		st.patchClient = cacheOrAPI{Client: r.Client, reader: r.APIReader}

@@ -232,6 +232,7 @@ func TestCacheFromBeforeTheOperationIsRefreshed(t *testing.T) {
 	before := cached.DeepCopy()
 	before.Status.CurrentOperation = nil
 	before.Status.History = nil
+	stale := before.DeepCopy() // the refresh below writes into before
 
 	st := stateOf(r, before)
 	_, err := r.recoverInterrupted(context.Background(), st)
@@ -240,6 +241,14 @@ func TestCacheFromBeforeTheOperationIsRefreshed(t *testing.T) {
 	g.Expect(st.stack.Status.History[0].ID).To(Equal(final.ID))
 	g.Expect(st.stack.Status.History[0].Outcome).To(Equal(v1alpha1.OutcomeSucceeded))
 	g.Expect(r.inflight.cacheBehind(st.stack)).To(BeFalse())
+
+	// The record is kept while the cache is behind, and dropped once a
+	// cached Stack shows the operation: an idle fleet keeps none.
+	r.inflight.forgetSeen(stale)
+	g.Expect(r.inflight.cacheBehind(stale)).To(BeTrue(), "kept: the cache had not seen the up")
+	r.inflight.forgetSeen(st.stack)
+	g.Expect(r.inflight.finished).NotTo(HaveKey(cached.UID), "the cache holds it now")
+	g.Expect(r.inflight.cacheBehind(stale)).To(BeFalse(), "nothing left to compare with")
 }
 
 // TestSuspendedStackRecoversItsInterruptedOperation (issue 21, item 22): a
