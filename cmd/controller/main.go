@@ -107,7 +107,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the controller's own).")
 	flag.StringVar(&f.dataDir, "data-dir", "/data", "Directory for the artifact cache, work directories, PULUMI_HOME and the default backend.")
-	flag.StringVar(&f.defaultBackend, "default-backend", "", "Backend URL for Stacks without spec.backend; {namespace} is replaced by the Stack's namespace, or /<namespace> is appended (default: file://<data-dir>/state/{namespace}).")
+	flag.StringVar(&f.defaultBackend, "default-backend", "", "Backend URL for Stacks without spec.backend; {namespace} is replaced by the Stack's namespace, or /<namespace> is appended, and {name} (only beside {namespace}) by the Stack's name, a directory per Stack for large fleets on a file backend (default: file://<data-dir>/state/{namespace}).")
 	flag.StringVar(&f.defaultPassphraseSecret, "default-passphrase-secret", "", "Name of a Secret (key \"passphrase\") in each Stack's namespace used when spec.secretsProvider is not set.")
 	flag.IntVar(&f.concurrentOperations, "concurrent-operations", defaultConcurrency(), "How many Pulumi operations (and reconciles) run at once; the default is the number of CPUs this process may use (GOMAXPROCS, which in a container follows its CPU limit).")
 	flag.IntVar(&f.intervalJitterPercent, "interval-jitter-percentage", jitter.DefaultPercentage, "Delay each Stack's requeue at spec.interval by up to this percent of it, so that Stacks created together do not wake together (0 disables it; at most 99). Never earlier than the interval, so Stacks on one repository share one ls-remote per interval. Retries are not jittered.")
@@ -185,6 +185,9 @@ func run() error {
 	}
 	if f.defaultBackend == "" {
 		f.defaultBackend = "file://" + filepath.Join(dataDir, "state") + "/{namespace}"
+	}
+	if err := inputs.CheckDefaultBackend(f.defaultBackend); err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -79,7 +79,7 @@ func (r *Resolver) Resolve(ctx context.Context, stack *v1alpha1.Stack) (*Inputs,
 
 	in.Backend = spec.Backend
 	if in.Backend == "" {
-		in.Backend = namespacedBackend(r.DefaultBackend, stack.Namespace)
+		in.Backend = namespacedBackend(r.DefaultBackend, stack.Namespace, stack.Name)
 	}
 	if in.Backend == "" {
 		return nil, serror.Stalling(v1alpha1.InvalidSpecReason, "spec.backend is empty and the controller has no --default-backend")
@@ -307,17 +307,31 @@ const digestPrefix = "hmac-sha256:"
 
 // namespacedBackend gives each namespace its own state under the default backend,
 // so two Stacks with the same stackName in different namespaces never share state.
-func namespacedBackend(tmpl, ns string) string {
+// {name}, when the template has it (beside {namespace}: CheckDefaultBackend),
+// gives each Stack a directory of its own: Pulumi's file:// backend lists the
+// whole directory of a project's stacks in every operation, so an up there
+// costs more the more stacks share it (docs/guide/operations.md, Fleets).
+func namespacedBackend(tmpl, ns, name string) string {
 	if tmpl == "" {
 		return ""
 	}
 	if strings.Contains(tmpl, "{namespace}") {
-		return strings.ReplaceAll(tmpl, "{namespace}", ns)
+		return strings.ReplaceAll(strings.ReplaceAll(tmpl, "{namespace}", ns), "{name}", name)
 	}
 	if isCloudBackend(tmpl) {
 		return tmpl // Pulumi Cloud keeps stacks apart by organization and project
 	}
 	return strings.TrimSuffix(tmpl, "/") + "/" + ns
+}
+
+// CheckDefaultBackend refuses a --default-backend template with {name} but
+// not {namespace}: two Stacks of one name in two namespaces would share a
+// directory, and their Pulumi stacks (named after the Stacks) the state.
+func CheckDefaultBackend(tmpl string) error {
+	if strings.Contains(tmpl, "{name}") && !strings.Contains(tmpl, "{namespace}") {
+		return fmt.Errorf("--default-backend %q has {name} without {namespace}: Stacks of the same name in two namespaces would share their state; write it as .../{namespace}/{name}", tmpl)
+	}
+	return nil
 }
 
 func isCloudBackend(u string) bool {

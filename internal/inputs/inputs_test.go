@@ -22,12 +22,17 @@ import (
 
 func TestNamespacedBackend(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(namespacedBackend("file:///data/state/{namespace}", "team-a")).To(Equal("file:///data/state/team-a"))
-	g.Expect(namespacedBackend("file:///data/state", "team-a")).To(Equal("file:///data/state/team-a"))
-	g.Expect(namespacedBackend("s3://bucket/prefix/", "team-b")).To(Equal("s3://bucket/prefix/team-b"))
-	g.Expect(namespacedBackend("https://api.pulumi.com", "team-b")).To(Equal("https://api.pulumi.com"))
-	g.Expect(namespacedBackend("file:///s", "a")).NotTo(Equal(namespacedBackend("file:///s", "b")),
+	g.Expect(namespacedBackend("file:///data/state/{namespace}", "team-a", "net")).To(Equal("file:///data/state/team-a"))
+	g.Expect(namespacedBackend("file:///data/state", "team-a", "net")).To(Equal("file:///data/state/team-a"))
+	g.Expect(namespacedBackend("s3://bucket/prefix/", "team-b", "net")).To(Equal("s3://bucket/prefix/team-b"))
+	g.Expect(namespacedBackend("https://api.pulumi.com", "team-b", "net")).To(Equal("https://api.pulumi.com"))
+	g.Expect(namespacedBackend("file:///s", "a", "net")).NotTo(Equal(namespacedBackend("file:///s", "b", "net")),
 		"two namespaces never share the default backend")
+	// A directory per Stack, for fleets on a file backend.
+	g.Expect(namespacedBackend("file:///data/state/{namespace}/{name}", "team-a", "net")).To(Equal("file:///data/state/team-a/net"))
+	g.Expect(CheckDefaultBackend("file:///data/state/{namespace}/{name}")).To(Succeed())
+	g.Expect(CheckDefaultBackend("file:///data/state/{namespace}")).To(Succeed())
+	g.Expect(CheckDefaultBackend("file:///data/state/{name}")).To(MatchError(ContainSubstring("{namespace}/{name}")))
 }
 
 func stackFixture() *v1alpha1.Stack {

@@ -56,6 +56,7 @@ type options struct {
 	timeout        time.Duration
 	floorRuns      int
 	skipCommit     bool
+	sharedState    bool
 	verbose, keep  bool
 }
 
@@ -70,6 +71,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 0, "How long the idle measurement after creation lasts (0: two intervals).")
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Hour, "Bound on each apply phase (creation, the commit).")
 	flag.IntVar(&o.floorRuns, "floor-runs", 5, "Bare `pulumi up` runs whose median CPU makes the floor.")
+	flag.BoolVar(&o.sharedState, "shared-state-dir", false, "Keep the controllers' default backend, one file:// directory per namespace, instead of a directory per Stack: Pulumi's file backend lists the directory in every operation, so ups get slower as the fleet grows.")
 	flag.BoolVar(&o.skipCommit, "skip-commit", false, "Stop after creation and the idle measurement: no commit phase (half the run's time).")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controllers' logs to stderr.")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles).")
@@ -142,7 +144,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	ctrls, err := startFleet(ctx, e, o.n, o.shards, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...))
+	ctrls, err := startFleet(ctx, e, o.n, o.shards, !o.sharedState, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...))
 	if err != nil {
 		return err
 	}

@@ -40,8 +40,12 @@ func (r results) print() {
 	if r.o.drift > 0 {
 		drift = "a drift check every " + r.o.drift.String()
 	}
-	fmt.Printf("\n== scale results: %d trivial Stacks (no resource, two outputs) on %s, interval %s, %s, --concurrent-operations %s, %d cores\n",
-		r.o.n, layout(r.o), r.o.interval, drift, concurrency, r.cores)
+	state := "a file:// state directory per Stack"
+	if r.o.sharedState {
+		state = "one file:// state directory per namespace (the default)"
+	}
+	fmt.Printf("\n== scale results: %d trivial Stacks (no resource, two outputs) on %s, interval %s, %s, %s, --concurrent-operations %s, %d cores\n",
+		r.o.n, layout(r.o), r.o.interval, drift, state, concurrency, r.cores)
 
 	r.printApply("creation to all Ready", r.created, r.o.n, r.createTime, r.createErr, r.create, r.floor.firstApply, "stack init + up")
 	r.printIdle("idle after creation", r.idle1)
