@@ -93,8 +93,10 @@ func TestSharding(t *testing.T) {
 	f := newFixture(t)
 	first := f.git.Commit(t, "infra", "main", shardPrograms("one"), "three programs")
 	// The shards share the state backend (and, being in one namespace, the
-	// digest key): a Stack's stack is the same whichever shard runs it.
-	backend := "--default-backend=file://" + filepath.Join(t.TempDir(), "state") + "/{namespace}"
+	// digest key): a Stack's stack is the same whichever shard runs it. It
+	// has a directory per Stack, as a large fleet on a file backend needs.
+	state := filepath.Join(t.TempDir(), "state")
+	backend := "--default-backend=file://" + state + "/{namespace}/{name}"
 	one := startController(t, f.ns, filepath.Join(f.dataDir, "shard1"), "--watch-label-selector="+shard1, backend)
 	main := startController(t, f.ns, filepath.Join(f.dataDir, "main"), "--watch-label-selector="+mainShard, backend)
 	t.Cleanup(func() {
@@ -151,6 +153,13 @@ func TestSharding(t *testing.T) {
 		}
 	}
 	upsBy(first)
+	for _, key := range keys { // --default-backend's {name}: each Stack's state in a directory of its own
+		s := getStack(g, key)
+		g.Expect(s.Status.AppliedStack.Backend).To(Equal("file://" + filepath.Join(state, key.Namespace, key.Name)))
+		stacks, err := filepath.Glob(filepath.Join(state, key.Namespace, key.Name, ".pulumi", "stacks", "*", "*.json"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(stacks).To(HaveLen(1), "%s's state directory holds its stack alone", key.Name)
+	}
 	g.Expect(one.Operations(t, "up")).To(Equal(shardedStacks/2), "shard1 ran the ups of its Stacks alone")
 	g.Expect(main.Operations(t, "up")).To(Equal(shardedStacks/2), "the main shard ran the ups of its Stacks alone")
 	down := getStack(g, keys[0])
