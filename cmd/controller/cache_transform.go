@@ -31,7 +31,7 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // is cached, what the controller never reads from its cache and what grows
 // with the object rather than with what the controller needs, so that its
 // memory per Stack stays small and does not grow with how a Stack was
-// written (docs/guide/sharding.md, "Memory"):
+// written (docs/guide/operations.md, "Fleets"):
 //
 //   - managedFields: server-side apply's bookkeeping, a few KiB an object
 //     and more with every manager that wrote it;

@@ -133,23 +133,20 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	e.Logf("created %d Stacks in %s; waiting for all to be Ready (first apply, at most %s)", o.n, benchenv.Since(t0), o.timeout)
-	m, err := waitAll(ctx, e, ctrl, o, commit0, o.n, t0, "first apply")
+	m, waitErr := waitAll(ctx, e, ctrl, o, commit0, o.n, t0, "first apply")
 	createTime := time.Since(t0)
-	partial1 := err != nil
+	partial1 := waitErr != nil
+	var names []string
 	if partial1 {
 		// Measure with the Stacks that made it: the others are suspended.
 		if ctx.Err() != nil || m == 0 {
-			return err
+			return waitErr
 		}
-		e.Logf("%v; suspending the others and waiting 30s for operations in flight", err)
-		if err := e.SuspendNotApplied(ctx, namespace, commit0); err != nil {
-			return err
-		}
-		if err := benchenv.Sleep(ctx, 30*time.Second); err != nil {
-			return err
-		}
+		e.Logf("%v; suspending the others and waiting 30s for operations in flight", waitErr)
+		names, err = e.SettleApplied(ctx, namespace, commit0)
+	} else {
+		names, err = e.AppliedNames(ctx, namespace, commit0)
 	}
-	names, err := e.AppliedNames(ctx, namespace, commit0)
 	if err != nil {
 		return err
 	}

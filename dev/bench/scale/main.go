@@ -179,13 +179,7 @@ func run(ctx context.Context, o options) error {
 			return waitErr
 		}
 		e.Logf("%v; suspending the others and waiting 30s for operations in flight", waitErr)
-		if err := e.SuspendNotApplied(ctx, namespace, commit0); err != nil {
-			return err
-		}
-		if err := benchenv.Sleep(ctx, 30*time.Second); err != nil {
-			return err
-		}
-		names, err := e.AppliedNames(ctx, namespace, commit0)
+		names, err := e.SettleApplied(ctx, namespace, commit0)
 		if err != nil {
 			return err
 		}

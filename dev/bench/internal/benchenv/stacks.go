@@ -138,10 +138,21 @@ func (e *Env) poll() time.Duration {
 // progress every `every`. It returns how many were applied when it stopped:
 // at want, or at the timeout (with an error).
 func (e *Env) WaitAllApplied(ctx context.Context, ns, commit string, want int, timeout, every time.Duration, progress func(applied int)) (int, error) {
+	count := func(ctx context.Context) (int, []string, error) {
+		applied, _, notReady, err := e.CountApplied(ctx, ns, commit)
+		return applied, notReady, err
+	}
+	return waitAllApplied(ctx, count, want, timeout, every, e.poll(), progress)
+}
+
+// waitAllApplied calls count every poll until it says want Stacks are
+// applied or timeout passes, and progress every `every`.
+func waitAllApplied(ctx context.Context, count func(context.Context) (applied int, notReady []string, err error),
+	want int, timeout, every, poll time.Duration, progress func(applied int)) (int, error) {
 	deadline := time.Now().Add(timeout)
 	lastProgress := time.Now()
 	for {
-		applied, _, notReady, err := e.CountApplied(ctx, ns, commit)
+		applied, notReady, err := count(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -155,12 +166,24 @@ func (e *Env) WaitAllApplied(ctx context.Context, ns, commit string, want int, t
 			progress(applied)
 			lastProgress = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return applied, ctx.Err()
-		case <-time.After(e.poll()):
+		if err := Sleep(ctx, poll); err != nil {
+			return applied, err
 		}
 	}
+}
+
+// SettleApplied is how a benchmark that ran out of time goes on with the
+// Stacks that made it: it suspends the others in ns (SuspendNotApplied),
+// waits 30 s for operations in flight, and returns the names of those
+// Applied at commit.
+func (e *Env) SettleApplied(ctx context.Context, ns, commit string) ([]string, error) {
+	if err := e.SuspendNotApplied(ctx, ns, commit); err != nil {
+		return nil, err
+	}
+	if err := Sleep(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return e.AppliedNames(ctx, ns, commit)
 }
 
 // WaitApplied polls the Stack every 50ms until it is Applied at commit and

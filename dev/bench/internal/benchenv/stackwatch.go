@@ -3,7 +3,6 @@ package benchenv
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -63,27 +62,11 @@ func (w *StackWatch) CountApplied(ctx context.Context, commit string) (applied, 
 // every second and calling progress every `every`. It returns how many were
 // applied when it stopped: want, or fewer with an error at the timeout.
 func (w *StackWatch) WaitAllApplied(ctx context.Context, commit string, want int, timeout, every time.Duration, progress func(applied int)) (int, error) {
-	deadline := time.Now().Add(timeout)
-	lastProgress := time.Now()
-	for {
+	count := func(ctx context.Context) (int, []string, error) {
 		applied, _, notReady, err := w.CountApplied(ctx, commit)
-		if err != nil {
-			return 0, err
-		}
-		if applied >= want {
-			return applied, nil
-		}
-		if time.Now().After(deadline) {
-			return applied, fmt.Errorf("%d of %d Stacks applied after %s; for example: %s", applied, want, timeout, strings.Join(notReady, "; "))
-		}
-		if time.Since(lastProgress) >= every {
-			progress(applied)
-			lastProgress = time.Now()
-		}
-		if err := Sleep(ctx, time.Second); err != nil {
-			return applied, err
-		}
+		return applied, notReady, err
 	}
+	return waitAllApplied(ctx, count, want, timeout, every, time.Second, progress)
 }
 
 // Sleep waits for d or until ctx ends.
