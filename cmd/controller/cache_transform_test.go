@@ -17,8 +17,8 @@ import (
 )
 
 // What the controller's cache keeps of an object, in a real API server with
-// the manager's cache options: a Stack written by two managers and by
-// `kubectl apply` loses its managedFields and its last-applied copy, and
+// the manager's cache options: a Stack written by two field managers and
+// carrying kubectl's last-applied copy loses its managedFields and that copy, and
 // keeps its other annotations (the reconcile-now request is read from the
 // cache), labels and status; a Secret, watched as metadata, keeps its name
 // and resourceVersion and no annotation (one held its data).

@@ -164,7 +164,10 @@ func run(ctx context.Context, o options) error {
 	}
 
 	// Creation.
-	created := phaseStart(ctrls, wrap)
+	created, err := phaseStart(e, ctrls, wrap)
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	if err := createAll(ctx, e, o); err != nil {
 		return err
@@ -218,7 +221,10 @@ func run(ctx context.Context, o options) error {
 // of each as a webhook would, waits until all are Ready at it, and measures
 // the fleet idle again: every Stack's history is one record longer.
 func commitAll(ctx context.Context, e *benchenv.Env, watch *benchenv.StackWatch, ctrls fleet, wrap *benchenv.Wrapper, o options, commit0 string, r *results) error {
-	committed := phaseStart(ctrls, wrap)
+	committed, err := phaseStart(e, ctrls, wrap)
+	if err != nil {
+		return err
+	}
 	t1 := time.Now()
 	commit1, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(1)}, "run 1: every Stack changes")
 	if err != nil {

@@ -28,18 +28,22 @@ type phase struct {
 	git             benchenv.GitCounts
 }
 
-func phaseStart(f fleet, w *benchenv.Wrapper) *mark {
-	m := &mark{cpu: benchenv.TakeCPU()}
-	m.calls, _ = w.Count()
-	m.ops, m.reconciles, _ = f.counters()
-	m.ctrlCPU, _ = f.ownCPU()
-	return m
-}
-
-// withGit adds the Git server's counters to the mark.
-func (m *mark) withGit(e *benchenv.Env) *mark {
-	m.git = e.GitCounts()
-	return m
+// phaseStart marks where the counters stand, so that end can say what the
+// phase added; a counter that cannot be read fails the run rather than
+// print a wrong difference.
+func phaseStart(e *benchenv.Env, f fleet, w *benchenv.Wrapper) (*mark, error) {
+	m := &mark{cpu: benchenv.TakeCPU(), git: e.GitCounts()}
+	var err error
+	if m.calls, err = w.Count(); err != nil {
+		return nil, err
+	}
+	if m.ops, m.reconciles, err = f.counters(); err != nil {
+		return nil, err
+	}
+	if m.ctrlCPU, err = f.ownCPU(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 func (m *mark) end(f fleet, w *benchenv.Wrapper) (phase, error) {
@@ -86,7 +90,10 @@ func measureIdle(ctx context.Context, e *benchenv.Env, f fleet, w *benchenv.Wrap
 		return idle{}, err
 	}
 	e.Logf("idle for %s", d)
-	m := phaseStart(f, w).withGit(e)
+	m, err := phaseStart(e, f, w)
+	if err != nil {
+		return idle{}, err
+	}
 	if err := benchenv.Sleep(ctx, d); err != nil {
 		return idle{}, err
 	}
