@@ -18,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,7 +57,12 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 		"--set", "createNamespace=true", "--set", "replicas=0")
 	run(t, c.Kubectl, rendered, "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-f", "-")
 	g.Expect(k.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.DeploymentName}, &appsv1.Deployment{})).To(Succeed())
-	run(t, c.Kubectl, rendered, "--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m", "-f", "-")
+	// A CRD deleted the moment it is created can hang in Terminating: the
+	// API server's cleanup finalizer lists its instances and backs off
+	// while the new kind's storage is still starting. Delete once each
+	// kind is served, as anyone would who created them to use them.
+	waitCRDsServed(t, c)
+	deleteExplained(t, c, rendered, "-f", "-")
 	step("helm-template-apply", start)
 
 	// helm install. The namespace exists first (Helm keeps the release
@@ -166,7 +172,7 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 
 	// What TestInstall's uninstall leaves: no CRDs, no namespace.
 	start = time.Now()
-	run(t, c.Kubectl, nil, "--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m", "-f", filepath.Join(chart, "crds"))
+	deleteExplained(t, c, nil, "-f", filepath.Join(chart, "crds"))
 	run(t, c.Kubectl, nil, "--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m", "namespace", ns)
 	step("helm-cleanup", start)
 	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))).To(BeTrue(), "namespace left")
@@ -231,6 +237,76 @@ patches:
 		t.Fatal(err)
 	}
 	return script
+}
+
+// waitCRDsServed waits until every stackpilot.dev CRD is Established and
+// a list of its kind is answered.
+func waitCRDsServed(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	g.Expect(c.Client.List(ctx, &crds)).To(Succeed())
+	served := 0
+	for _, crd := range crds.Items {
+		if crd.Spec.Group != v1alpha1.GroupVersion.Group {
+			continue
+		}
+		served++
+		g.Eventually(func() error {
+			var got apiextensionsv1.CustomResourceDefinition
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(&crd), &got); err != nil {
+				return err
+			}
+			if !crdCondition(&got, apiextensionsv1.Established) {
+				return fmt.Errorf("CRD %s not Established", crd.Name)
+			}
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(crd.Spec.Names.ListKind))
+			return c.Client.List(ctx, list)
+		}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+	}
+	g.Expect(served).To(BeNumerically(">", 0), "no stackpilot.dev CRD to wait for")
+}
+
+func crdCondition(crd *apiextensionsv1.CustomResourceDefinition, kind apiextensionsv1.CustomResourceDefinitionConditionType) bool {
+	for _, cond := range crd.Status.Conditions {
+		if cond.Type == kind {
+			return cond.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// deleteExplained runs `kubectl delete --wait` on what args name; when it
+// fails, the failure carries each stackpilot.dev CRD's conditions, as a CRD
+// that does not go away says why only there.
+func deleteExplained(t *testing.T, c *testenv.Cluster, stdin []byte, args ...string) {
+	t.Helper()
+	args = append([]string{"--kubeconfig", c.Kubeconfig, "delete", "--wait", "--timeout=3m"}, args...)
+	cmd := exec.Command(c.Kubectl, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	var states strings.Builder
+	if lerr := c.Client.List(context.Background(), &crds); lerr != nil {
+		fmt.Fprintf(&states, "listing CRDs: %v\n", lerr)
+	}
+	for _, crd := range crds.Items {
+		if crd.Spec.Group != v1alpha1.GroupVersion.Group {
+			continue
+		}
+		fmt.Fprintf(&states, "%s (finalizers %v):\n", crd.Name, crd.Finalizers)
+		for _, cond := range crd.Status.Conditions {
+			fmt.Fprintf(&states, "  %s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+	}
+	t.Fatalf("kubectl %s: %v\n%s\nCRDs:\n%s", strings.Join(args[2:], " "), err, cluster.Tail(string(out), 40), states.String())
 }
 
 // run runs a command with stdin and returns its stdout, failing t with its
