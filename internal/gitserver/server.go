@@ -54,10 +54,20 @@ func (s *Server) Root() string { return s.root }
 // serves handler, which is the server itself when nil (pass a wrapped
 // server to add authentication or counting).
 func (s *Server) Start(handler http.Handler) error {
+	return s.StartAt("127.0.0.1:0", handler)
+}
+
+// StartAt is Start on addr, a port of 127.0.0.1 ("127.0.0.1:0" for any free
+// one): what serves a kept set of repositories again at the address its
+// clients recorded.
+func (s *Server) StartAt(addr string, handler http.Handler) error {
 	if handler == nil {
 		handler = s
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if host, _, err := net.SplitHostPort(addr); err != nil || host != "127.0.0.1" {
+		return fmt.Errorf("gitserver: listen on %q: want 127.0.0.1:<port>", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("gitserver: listen: %w", err)
 	}

@@ -36,6 +36,10 @@ type Options struct {
 	CRDDirs []string
 	// FluxCRDs installs the Flux source CRDs that `make tools` copied into bin/crds/flux.
 	FluxCRDs bool
+	// Dir keeps the control plane's data (etcd's among it) there instead
+	// of in a temporary directory that Stop removes: a control plane started
+	// on the same Dir later has the same objects.
+	Dir string
 }
 
 // Env is a running control plane.
@@ -73,7 +77,7 @@ func Start(opts Options) (*Env, error) {
 	if opts.FluxCRDs {
 		crdDirs = append(crdDirs, filepath.Join(bin, "crds", "flux"))
 	}
-	cp, err := controlplane.Start(context.Background(), controlplane.Options{BinDir: bin, CRDDirs: crdDirs})
+	cp, err := controlplane.Start(context.Background(), controlplane.Options{BinDir: bin, CRDDirs: crdDirs, Dir: opts.Dir})
 	if err != nil {
 		return nil, fmt.Errorf("testenv: %w", err)
 	}

@@ -50,6 +50,7 @@ type gitServerConfig struct {
 	user, password string
 	token          string
 	ssh            bool
+	root, addr     string
 }
 
 // GitServerOption configures NewGitServer.
@@ -74,6 +75,19 @@ func WithSSH() GitServerOption {
 	return func(c *gitServerConfig) { c.ssh = true }
 }
 
+// WithRoot keeps the repositories in dir instead of the test's temporary
+// directory: they outlive the server, and a server given the same dir later
+// serves them again.
+func WithRoot(dir string) GitServerOption {
+	return func(c *gitServerConfig) { c.root = dir }
+}
+
+// WithAddress serves HTTP on addr (127.0.0.1:<port>) instead of a free port:
+// the address a kept set of repositories was cloned from.
+func WithAddress(addr string) GitServerOption {
+	return func(c *gitServerConfig) { c.addr = addr }
+}
+
 // NewGitServer starts a Git server that lives as long as the test.
 func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	t.Helper()
@@ -81,12 +95,19 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	for _, o := range opts {
 		o(&s.cfg)
 	}
-	srv, err := gitserver.New(filepath.Join(t.TempDir(), "repos"))
+	root, addr := s.cfg.root, s.cfg.addr
+	if root == "" {
+		root = filepath.Join(t.TempDir(), "repos")
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	srv, err := gitserver.New(root)
 	if err != nil {
 		t.Fatalf("git server: %v", err)
 	}
 	s.srv = srv
-	if err := srv.Start(s.middleware(srv)); err != nil {
+	if err := srv.StartAt(addr, s.middleware(srv)); err != nil {
 		t.Fatalf("git server: start HTTP: %v", err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })

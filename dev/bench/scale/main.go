@@ -19,6 +19,11 @@
 // shows. Each Stack's config gives it its own output.
 //
 //	go -C dev run ./bench/scale [-n 10000] [-shards 0] [-interval 5m] [-idle 10m] [-timeout 4h] [-v] [-keep]
+//	go -C dev run ./bench/scale -resume /tmp/stackpilot-bench-scale-… [-skip-commit]
+//
+// A run with -keep leaves the fleet in its directory; -resume starts it again
+// (see resume.go): the commit phase of 10,000 Stacks can then run in another
+// sitting than their creation, and the restart is measured on the way.
 package main
 
 import (
@@ -58,6 +63,7 @@ type options struct {
 	skipCommit     bool
 	sharedState    bool
 	verbose, keep  bool
+	resume         string
 }
 
 func main() {
@@ -74,7 +80,8 @@ func main() {
 	flag.BoolVar(&o.sharedState, "shared-state-dir", false, "Keep the controllers' default backend, one file:// directory per namespace, instead of a directory per Stack: Pulumi's file backend lists the directory in every operation, so ups get slower as the fleet grows.")
 	flag.BoolVar(&o.skipCommit, "skip-commit", false, "Stop after creation and the idle measurement: no commit phase (half the run's time).")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controllers' logs to stderr.")
-	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles).")
+	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles, and the fleet itself for -resume).")
+	flag.StringVar(&o.resume, "resume", "", "Start again the fleet a run with -keep left in this directory (its "+fleetFile+" says which): restart its controllers, then measure idle and the commit. -n, -shards, -interval, -drift-interval, -concurrent-operations and -shared-state-dir come from the kept run.")
 	flag.Parse()
 	if o.idle == 0 {
 		o.idle = 2 * o.interval
@@ -119,14 +126,38 @@ type floor struct {
 }
 
 func run(ctx context.Context, o options) error {
-	e, err := benchenv.Start(ctx, "scale", fmt.Sprintf("scale: %d trivial Stacks on %s", o.n, layout(o)), os.Stdout)
+	var kept *keptFleet
+	if o.resume != "" {
+		k, err := loadFleet(o.resume, &o)
+		if err != nil {
+			return err
+		}
+		kept = &k
+	}
+	what := fmt.Sprintf("scale: %d trivial Stacks on %s", o.n, layout(o))
+	var e *benchenv.Env
+	var err error
+	if kept != nil {
+		e, err = benchenv.Resume(ctx, "scale", o.resume, kept.GitAddr, what+", resumed from "+o.resume, os.Stdout)
+	} else {
+		e, err = benchenv.Start(ctx, "scale", what, os.Stdout)
+	}
 	if err != nil {
 		return err
 	}
-	e.Verbose, e.Keep = o.verbose, o.keep
+	e.Verbose, e.Keep = o.verbose, e.Keep || o.keep
 	defer e.Close()
-	if err := e.Namespace(ctx, namespace); err != nil {
-		return err
+	if kept == nil {
+		if err := e.Namespace(ctx, namespace); err != nil {
+			return err
+		}
+	} else {
+		// The bare stack of the kept run's floor exists: measure on a new one.
+		for _, d := range []string{"bare", "bare-wrap"} {
+			if err := os.RemoveAll(filepath.Join(e.Tmp, d)); err != nil {
+				return err
+			}
+		}
 	}
 	cores := runtime.NumCPU()
 	fl, err := measureFloor(ctx, e, o)
@@ -135,67 +166,30 @@ func run(ctx context.Context, o options) error {
 	}
 	e.Logf("bare pulumi of one Stack: first apply (stack init + up) CPU %s, up with a change median CPU %s over %d runs",
 		benchenv.Seconds(fl.firstApply), benchenv.Seconds(fl.up), o.floorRuns)
-
-	commit0, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(0)}, "run 0")
-	if err != nil {
-		return err
-	}
 	wrap, err := e.NewWrapper(ctx, "wrap")
 	if err != nil {
 		return err
 	}
-	ctrls, err := startFleet(ctx, e, o.n, o.shards, !o.sharedState, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...))
-	if err != nil {
-		return err
-	}
-	watch, err := e.WatchStacks(ctx, namespace)
-	if err != nil {
-		return err
-	}
-	if err := benchenv.Sleep(ctx, 10*time.Second); err != nil { // settled: caches synced, first GC
-		return err
-	}
-	base, err := ctrls.memory()
-	if err != nil {
-		return err
-	}
-	for i, m := range ctrls {
-		e.Logf("%s with no Stacks: %s", m.name, base[i])
-	}
-
-	// Creation.
-	created, err := phaseStart(e, ctrls, wrap)
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	if err := createAll(ctx, e, o); err != nil {
-		return err
-	}
-	e.Logf("created %d Stacks in %s; waiting for all to be Ready (at most %s)", o.n, benchenv.Since(t0), o.timeout)
-	k0, waitErr := waitAll(ctx, e, watch, ctrls, commit0, o.n, o.timeout, t0, "creation")
-	createTime := time.Since(t0)
-	if waitErr != nil {
-		// Measure with the Stacks that made it: the others are suspended, so
-		// that the idle measurement sees no operation.
-		if ctx.Err() != nil || k0 == 0 {
-			return waitErr
-		}
-		e.Logf("%v; suspending the others and waiting 30s for operations in flight", waitErr)
-		names, err := e.SettleApplied(ctx, namespace, commit0)
-		if err != nil {
+	r := results{o: o, cores: cores, floor: fl}
+	var commit0 string
+	var watch *benchenv.StackWatch
+	if kept != nil {
+		commit0, r.base, r.created, r.run = kept.Commit, kept.Base, kept.Created, kept.Run
+		if r.ctrls, watch, err = restart(ctx, e, o, wrap, &r); err != nil {
 			return err
 		}
-		k0 = len(names)
+	} else {
+		if commit0, err = e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(0)}, "run 0"); err != nil {
+			return err
+		}
+		if r.ctrls, watch, err = create(ctx, e, o, wrap, commit0, &r); err != nil {
+			return err
+		}
 	}
-	createRes, err := created.end(ctrls, wrap)
-	if err != nil {
-		return err
-	}
+	ctrls := r.ctrls
 
 	// Idle, over whole intervals.
-	idle1, err := measureIdle(ctx, e, ctrls, wrap, o.idle)
-	if err != nil {
+	if r.idle1, err = measureIdle(ctx, e, ctrls, wrap, o.idle); err != nil {
 		return err
 	}
 	heapTop, err := benchenv.HeapTop(ctx, ctrls.largest().pprof, filepath.Join(e.Tmp, ctrls.largest().name+"-heap-idle.pprof"), 15)
@@ -204,10 +198,7 @@ func run(ctx context.Context, o options) error {
 	} else {
 		e.Logf("heap profile of %s saved in %s", ctrls.largest().name, e.Tmp)
 	}
-
-	r := results{o: o, cores: cores, floor: fl, ctrls: ctrls, base: base,
-		created: k0, createTime: createTime, createErr: waitErr, create: createRes,
-		idle1: idle1, heapTop: heapTop}
+	r.heapTop = heapTop
 	if !o.skipCommit {
 		if err := commitAll(ctx, e, watch, ctrls, wrap, o, commit0, &r); err != nil {
 			return err
@@ -215,6 +206,96 @@ func run(ctx context.Context, o options) error {
 	}
 	r.print()
 	return nil
+}
+
+// create starts the controllers, reads their memory with no Stacks, creates
+// the fleet and waits until it is Ready at commit0. With -keep it leaves
+// fleetFile for -resume.
+func create(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wrapper, commit0 string, r *results) (fleet, *benchenv.StackWatch, error) {
+	ctrls, err := startFleet(ctx, e, o.n, o.shards, !o.sharedState, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...))
+	if err != nil {
+		return nil, nil, err
+	}
+	watch, err := e.WatchStacks(ctx, namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := benchenv.Sleep(ctx, 10*time.Second); err != nil { // settled: caches synced, first GC
+		return nil, nil, err
+	}
+	if r.base, err = ctrls.memory(); err != nil {
+		return nil, nil, err
+	}
+	for i, m := range ctrls {
+		e.Logf("%s with no Stacks: %s", m.name, r.base[i])
+	}
+
+	created, err := phaseStart(e, ctrls, wrap)
+	if err != nil {
+		return nil, nil, err
+	}
+	t0 := time.Now()
+	if err := createAll(ctx, e, o); err != nil {
+		return nil, nil, err
+	}
+	e.Logf("created %d Stacks in %s; waiting for all to be Ready (at most %s)", o.n, benchenv.Since(t0), o.timeout)
+	k0, waitErr := waitAll(ctx, e, watch, ctrls, commit0, o.n, o.timeout, t0, "creation")
+	r.createTime, r.createErr = time.Since(t0), waitErr
+	if waitErr != nil {
+		// Measure with the Stacks that made it: the others are suspended, so
+		// that the idle measurement sees no operation.
+		if ctx.Err() != nil || k0 == 0 {
+			return nil, nil, waitErr
+		}
+		e.Logf("%v; suspending the others and waiting 30s for operations in flight", waitErr)
+		names, err := e.SettleApplied(ctx, namespace, commit0)
+		if err != nil {
+			return nil, nil, err
+		}
+		k0 = len(names)
+	}
+	r.created = k0
+	if r.create, err = created.end(ctrls, wrap); err != nil {
+		return nil, nil, err
+	}
+	if e.Keep {
+		if err := saveFleet(e, o, commit0, k0, r.base, r.run); err != nil {
+			return nil, nil, err
+		}
+		e.Logf("fleet kept: go -C dev run ./bench/scale -resume %s", e.Tmp)
+	}
+	return ctrls, watch, nil
+}
+
+// restart starts the controllers of a kept fleet and waits until they have
+// reconciled every Stack once: what a controller restart (an upgrade, a
+// rescheduled Pod) costs with the whole fleet Ready. Nothing changed, so the
+// goal is no Pulumi process and one Git listing.
+func restart(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wrapper, r *results) (fleet, *benchenv.StackWatch, error) {
+	mark, err := phaseStart(e, nil, wrap) // no controller yet: their counters start at zero
+	if err != nil {
+		return nil, nil, err
+	}
+	t0 := time.Now()
+	ctrls, err := startFleet(ctx, e, o.n, o.shards, !o.sharedState, append(benchenv.PulumiArgs(wrap), benchenv.ConcurrencyArgs(o.concurrency)...))
+	if err != nil {
+		return nil, nil, err
+	}
+	watch, err := e.WatchStacks(ctx, namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.restartErr = awaitRestart(ctx, e, ctrls, r.created, o.timeout)
+	r.restartTime = time.Since(t0)
+	if r.restartErr != nil && ctx.Err() != nil {
+		return nil, nil, r.restartErr
+	}
+	r.resumed = true
+	if r.restart, err = mark.end(ctrls, wrap); err != nil {
+		return nil, nil, err
+	}
+	r.restart.git = e.GitCounts().Sub(mark.git)
+	return ctrls, watch, nil
 }
 
 // commitAll commits a change to every Stack's program, requests a reconcile
@@ -226,7 +307,8 @@ func commitAll(ctx context.Context, e *benchenv.Env, watch *benchenv.StackWatch,
 		return err
 	}
 	t1 := time.Now()
-	commit1, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(1)}, "run 1: every Stack changes")
+	r.run++
+	commit1, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(r.run)}, fmt.Sprintf("run %d: every Stack changes", r.run))
 	if err != nil {
 		return err
 	}
@@ -246,6 +328,12 @@ func commitAll(ctx context.Context, e *benchenv.Env, watch *benchenv.StackWatch,
 	}
 	if r.commit, err = committed.end(ctrls, wrap); err != nil {
 		return err
+	}
+	if e.Keep && r.commitErr == nil {
+		// A later -resume goes on from this commit.
+		if err := saveFleet(e, o, commit1, r.committed, r.base, r.run); err != nil {
+			return err
+		}
 	}
 	r.idle2, err = measureIdle(ctx, e, ctrls, wrap, min(o.idle, o.interval))
 	return err

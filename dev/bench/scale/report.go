@@ -20,6 +20,14 @@ type results struct {
 	createErr  error
 	create     phase
 
+	run int // the program's run number the fleet is at: program(run)
+
+	// -resume: the controllers restarted on the kept fleet.
+	resumed     bool
+	restartTime time.Duration
+	restartErr  error
+	restart     phase
+
 	idle1   idle
 	heapTop string
 
@@ -47,7 +55,11 @@ func (r results) print() {
 	fmt.Printf("\n== scale results: %d trivial Stacks (no resource, two outputs) on %s, interval %s, %s, %s, --concurrent-operations %s, %d cores\n",
 		r.o.n, layout(r.o), r.o.interval, drift, state, concurrency, r.cores)
 
-	r.printApply("creation to all Ready", r.created, r.o.n, r.createTime, r.createErr, r.create, r.floor.firstApply, "stack init + up")
+	if r.resumed {
+		r.printRestart()
+	} else {
+		r.printApply("creation to all Ready", r.created, r.o.n, r.createTime, r.createErr, r.create, r.floor.firstApply, "stack init + up")
+	}
 	r.printIdle("idle after creation", r.idle1)
 	if r.heapTop != "" {
 		fmt.Printf("heap in use of %s after idle (go tool pprof -top -sample_index=inuse_space):\n%s\n", r.ctrls.largest().name, r.heapTop)
@@ -60,7 +72,7 @@ func (r results) print() {
 		fmt.Printf("per-Stack RSS after the commit minus after creation: %+.1f KiB (history and status one record longer)\n",
 			float64(totalRSS(r.idle2.mem)-totalRSS(r.idle1.mem))/float64(max(r.created, 1))/1024)
 	}
-	if r.o.n < 10000 || r.createErr != nil || r.commitErr != nil {
+	if !r.resumed && (r.o.n < 10000 || r.createErr != nil || r.commitErr != nil) {
 		scale := 10000 / float64(max(r.created, 1))
 		fmt.Printf("ESTIMATE for -n 10000 (linear in the apply phases, from this run): creation %s", time.Duration(float64(r.createTime)*scale).Round(time.Minute))
 		if !r.o.skipCommit {
@@ -90,6 +102,20 @@ func (r results) printApply(what string, done, want int, took time.Duration, err
 	fmt.Printf("  the controllers' own CPU: %s = %.1f %% of this benchmark's (%s)\n",
 		benchenv.Seconds(p.ctrlCPU), benchenv.Pct(p.ctrlCPU, p.treeCPU), benchenv.Seconds(p.treeCPU))
 	fmt.Printf("  %s\n  %s\n", p.byProcess, p.cpuLine)
+}
+
+// printRestart prints the restart of a kept fleet (-resume): how long until
+// every Stack was reconciled, and what that ran.
+func (r results) printRestart() {
+	if r.restartErr != nil {
+		fmt.Printf("PARTIAL: %v\n", r.restartErr)
+	}
+	p := r.restart
+	fmt.Printf("restart of the controllers with %d Stacks Ready (-resume): every Stack reconciled in %s (%.0f Stacks/s), 30 s settling included\n",
+		r.created, r.restartTime.Round(time.Second), float64(r.created)/max(r.restartTime.Seconds()-30, 1))
+	fmt.Printf("  %.0f reconciles, %.0f Pulumi operations, %d pulumi processes (goal: none; nothing changed)\n", p.reconciles, p.ops, len(p.calls))
+	fmt.Printf("  Git: %s (one repository: the goal is one listing)\n", p.git)
+	fmt.Printf("  the controllers' own CPU: %s\n  %s\n  %s\n", benchenv.Seconds(p.ctrlCPU), p.byProcess, p.cpuLine)
 }
 
 // printIdle prints an idle measurement: what ran, the Git requests per

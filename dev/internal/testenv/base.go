@@ -36,6 +36,8 @@ var (
 	WithBasicAuth   = base.WithBasicAuth
 	WithBearerToken = base.WithBearerToken
 	WithSSH         = base.WithSSH
+	WithRoot        = base.WithRoot
+	WithAddress     = base.WithAddress
 
 	NewRegistry           = base.NewRegistry
 	WithReferrers         = base.WithReferrers

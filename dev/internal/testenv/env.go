@@ -28,15 +28,21 @@ func Start(opts Options) (*Env, error) {
 // call it from TestMain. It exits the process. It is internal/testenv.Main for
 // the dev module's Env.
 func Main(m *testing.M, opts Options, env **Env) {
+	os.Exit(Run(m, opts, env))
+}
+
+// Run is Main for a TestMain with more to undo once the tests have run (and
+// the control plane is gone): it returns the exit code instead of exiting.
+func Run(m *testing.M, opts Options, env **Env) int {
 	started, err := Start(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	*env = started
 	code := m.Run()
 	if err := started.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 	}
-	os.Exit(code)
+	return code
 }

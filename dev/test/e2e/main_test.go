@@ -4,6 +4,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -33,5 +35,13 @@ func TestMain(m *testing.M) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	testenv.Main(m, testenv.Options{Scheme: scheme, FluxCRDs: true}, &env)
+	code := testenv.Run(m, testenv.Options{Scheme: scheme, FluxCRDs: true}, &env)
+	// The controller and CLI binaries the tests built (about 100 MB a run)
+	// go with the run, or every run leaves its own in TMPDIR.
+	for _, bin := range []string{controllerBin, cliBin} {
+		if bin != "" {
+			_ = os.RemoveAll(filepath.Dir(bin))
+		}
+	}
+	os.Exit(code)
 }

@@ -67,8 +67,25 @@ func Scheme() *runtime.Scheme {
 
 // Start prints the header (what is measured, the machine, what else runs),
 // builds the controller and starts the control plane and the Git server.
-func Start(ctx context.Context, name, what string, out io.Writer) (_ *Env, err error) {
-	e := &Env{Out: out, start: time.Now()}
+// The control plane's data and the repositories live in Tmp, so that a run
+// with Keep leaves all of it for Resume.
+func Start(ctx context.Context, name, what string, out io.Writer) (*Env, error) {
+	return start(ctx, name, "", "", what, out)
+}
+
+// Resume is Start on the Tmp of an earlier run that kept it (Keep): the
+// control plane comes back with the objects it had, and the Git server with
+// its repositories at gitAddr, the address the Stacks were given. The
+// directory stays (Keep is set).
+func Resume(ctx context.Context, name, dir, gitAddr, what string, out io.Writer) (*Env, error) {
+	if _, err := os.Stat(filepath.Join(dir, "controlplane", "etcd")); err != nil {
+		return nil, fmt.Errorf("resume %s: no kept control plane in it (%w): resume a directory a run with -keep printed", dir, err)
+	}
+	return start(ctx, name, dir, gitAddr, what, out)
+}
+
+func start(ctx context.Context, name, dir, gitAddr, what string, out io.Writer) (_ *Env, err error) {
+	e := &Env{Out: out, start: time.Now(), Tmp: dir, Keep: dir != ""}
 	e.Header(what)
 	defer func() {
 		if err != nil {
@@ -84,8 +101,10 @@ func Start(ctx context.Context, name, what string, out io.Writer) (_ *Env, err e
 	if err := testenv.RequireBinaries(e.Bin, Tools...); err != nil {
 		return nil, err
 	}
-	if e.Tmp, err = os.MkdirTemp("", "stackpilot-bench-"+name+"-"); err != nil {
-		return nil, err
+	if e.Tmp == "" {
+		if e.Tmp, err = os.MkdirTemp("", "stackpilot-bench-"+name+"-"); err != nil {
+			return nil, err
+		}
 	}
 	e.defer_(func() {
 		if e.Keep {
@@ -101,7 +120,7 @@ func Start(ctx context.Context, name, what string, out io.Writer) (_ *Env, err e
 
 	e.Logf("starting the control plane (etcd, kube-apiserver, kube-controller-manager from %s)", e.Bin)
 	t0 := time.Now()
-	kube, err := testenv.Start(testenv.Options{Scheme: Scheme()})
+	kube, err := testenv.Start(testenv.Options{Scheme: Scheme(), Dir: filepath.Join(e.Tmp, "controlplane")})
 	if err != nil {
 		<-built
 		return nil, err
@@ -110,7 +129,7 @@ func Start(ctx context.Context, name, what string, out io.Writer) (_ *Env, err e
 	e.defer_(func() { _ = kube.Stop() })
 	e.Logf("  control plane ready in %s", Since(t0))
 
-	if err := e.startGitServer(); err != nil {
+	if err := e.startGitServer(gitAddr); err != nil {
 		<-built
 		return nil, err
 	}

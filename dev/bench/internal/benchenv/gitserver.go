@@ -28,10 +28,11 @@ func (c GitCounts) String() string {
 		c.Total(), c.Listings, c.Fetches, c.Others)
 }
 
-// startGitServer starts testenv's Git server for this run, with gitkit's
-// request log (the standard logger) going to <Tmp>/git-server.log.
-func (e *Env) startGitServer() error {
-	logFile, err := os.Create(filepath.Join(e.Tmp, "git-server.log"))
+// startGitServer starts testenv's Git server for this run, its repositories
+// in <Tmp>/git, on addr (any free port when empty), with gitkit's request log
+// (the standard logger) going to <Tmp>/git-server.log.
+func (e *Env) startGitServer(addr string) error {
+	logFile, err := os.OpenFile(filepath.Join(e.Tmp, "git-server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
@@ -41,8 +42,12 @@ func (e *Env) startGitServer() error {
 		logFile.Close()
 	})
 	e.prog = &testenv.Program{}
-	e.defer_(e.prog.Close) // stops the server and removes its repositories
-	return Try(func() { e.Git = testenv.NewGitServer(e.prog) })
+	e.defer_(e.prog.Close) // stops the server
+	opts := []testenv.GitServerOption{testenv.WithRoot(filepath.Join(e.Tmp, "git"))}
+	if addr != "" {
+		opts = append(opts, testenv.WithAddress(addr))
+	}
+	return Try(func() { e.Git = testenv.NewGitServer(e.prog, opts...) })
 }
 
 // GitCounts returns the Git server's requests so far.
