@@ -1,0 +1,84 @@
+// Package policy compiles and evaluates Stackpilot's policy rules: CEL
+// expressions over one resource Pulumi is about to create, update, replace
+// or delete, and the Stack it belongs to. It is pure logic: the analyzer the
+// runner hands to `pulumi --policy-pack`, the controller (which compiles a
+// policy when it changes, to report a broken rule) and `stackpilot policy
+// test` all use it, so that a rule means the same wherever it runs.
+package policy
+
+import "fmt"
+
+// Enforcement says what a rule's violation does.
+type Enforcement string
+
+const (
+	// Mandatory: a violation stops the operation before the resource
+	// changes.
+	Mandatory Enforcement = "mandatory"
+	// Advisory: a violation is reported (an event, the Stack's status) and
+	// the operation goes on.
+	Advisory Enforcement = "advisory"
+	// Disabled: the rule is compiled (so a broken one is still reported)
+	// but never evaluated.
+	Disabled Enforcement = "disabled"
+)
+
+// Operation is what Pulumi is about to do to a resource.
+type Operation string
+
+const (
+	Create  Operation = "create"
+	Update  Operation = "update"
+	Replace Operation = "replace"
+	Delete  Operation = "delete"
+)
+
+// Operations are the valid operations, in the order the documentation
+// lists them.
+var Operations = []Operation{Create, Update, Replace, Delete}
+
+// Rule is one rule of a policy, as the API has it.
+type Rule struct {
+	// Name identifies the rule within its policy.
+	Name string
+	// Enforcement is mandatory, advisory or disabled.
+	Enforcement Enforcement
+	// Match chooses the resources the rule applies to; empty matches all.
+	Match Match
+	// Expression is CEL that must evaluate to true for the resource to
+	// comply, over `resource` and `stack`.
+	Expression string
+	// Message is the text of a violation. MessageExpression, when set, is
+	// CEL evaluating to that text instead (secret inputs read "[secret]"
+	// there); when both are empty the message names the rule.
+	Message           string
+	MessageExpression string
+}
+
+// Match chooses resources by type token, operation and name. Each list that
+// is empty matches everything; types and names are globs where `*` stands
+// for any run of characters (`/` and `:` included) and `?` for one.
+type Match struct {
+	Types      []string
+	Operations []Operation
+	Names      []string
+}
+
+// Policy is a named list of rules: a StackPolicy or ClusterStackPolicy.
+type Policy struct {
+	// Kind is StackPolicy or ClusterStackPolicy; Namespace is empty for
+	// the latter. Both only name the policy in findings and errors.
+	Kind, Namespace, Name string
+	Rules                 []Rule
+}
+
+// ID names the policy as findings and metrics do: <namespace>/<name> for a
+// StackPolicy, <name> for a ClusterStackPolicy.
+func (p Policy) ID() string {
+	if p.Namespace == "" {
+		return p.Name
+	}
+	return p.Namespace + "/" + p.Name
+}
+
+func (p Policy) String() string { return fmt.Sprintf("%s %s", p.Kind, p.ID()) }
