@@ -37,6 +37,7 @@ import (
 	"github.com/stackpilot/stackpilot/internal/inputs"
 	"github.com/stackpilot/stackpilot/internal/jitter"
 	"github.com/stackpilot/stackpilot/internal/notify"
+	"github.com/stackpilot/stackpilot/internal/policy/analyzer"
 	"github.com/stackpilot/stackpilot/internal/reaper"
 	"github.com/stackpilot/stackpilot/internal/runner"
 	"github.com/stackpilot/stackpilot/internal/server"
@@ -46,6 +47,11 @@ func main() {
 	// PID 1 of the image: reap orphans and forward signals to the real process.
 	if code, ok := reaper.RunAsInit(); ok {
 		os.Exit(code)
+	}
+	// Pulumi starts the policy analyzer (the runner hands it this binary
+	// under the analyzer's name) with arguments of its own.
+	if analyzer.Invoked() {
+		os.Exit(analyzer.Main())
 	}
 	if len(os.Args) > 2 && os.Args[1] == "runner" && os.Args[2] == "pod" {
 		os.Exit(runnerPod(os.Args[3:]))

@@ -35,9 +35,9 @@ type Provider struct {
 
 // Stack is what a rule sees as `stack`: the Stack being applied.
 type Stack struct {
-	Namespace string            `cel:"namespace"`
-	Name      string            `cel:"name"`
-	Labels    map[string]string `cel:"labels"`
+	Namespace string            `cel:"namespace" json:"namespace"`
+	Name      string            `cel:"name" json:"name"`
+	Labels    map[string]string `cel:"labels" json:"labels,omitempty"`
 }
 
 // celResource and celProvider are Resource and Provider as CEL reads them:

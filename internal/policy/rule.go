@@ -40,36 +40,38 @@ var Operations = []Operation{Create, Update, Replace, Delete}
 // Rule is one rule of a policy, as the API has it.
 type Rule struct {
 	// Name identifies the rule within its policy.
-	Name string
+	Name string `json:"name"`
 	// Enforcement is mandatory, advisory or disabled.
-	Enforcement Enforcement
+	Enforcement Enforcement `json:"enforcement,omitempty"`
 	// Match chooses the resources the rule applies to; empty matches all.
-	Match Match
+	Match Match `json:"match,omitzero"`
 	// Expression is CEL that must evaluate to true for the resource to
 	// comply, over `resource` and `stack`.
-	Expression string
+	Expression string `json:"expression"`
 	// Message is the text of a violation. MessageExpression, when set, is
 	// CEL evaluating to that text instead (secret inputs read "[secret]"
 	// there); when both are empty the message names the rule.
-	Message           string
-	MessageExpression string
+	Message           string `json:"message,omitempty"`
+	MessageExpression string `json:"messageExpression,omitempty"`
 }
 
 // Match chooses resources by type token, operation and name. Each list that
 // is empty matches everything; types and names are globs where `*` stands
 // for any run of characters (`/` and `:` included) and `?` for one.
 type Match struct {
-	Types      []string
-	Operations []Operation
-	Names      []string
+	Types      []string    `json:"types,omitempty"`
+	Operations []Operation `json:"operations,omitempty"`
+	Names      []string    `json:"names,omitempty"`
 }
 
 // Policy is a named list of rules: a StackPolicy or ClusterStackPolicy.
 type Policy struct {
 	// Kind is StackPolicy or ClusterStackPolicy; Namespace is empty for
 	// the latter. Both only name the policy in findings and errors.
-	Kind, Namespace, Name string
-	Rules                 []Rule
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Rules     []Rule `json:"rules"`
 }
 
 // ID names the policy as findings and metrics do: <namespace>/<name> for a
