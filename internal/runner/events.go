@@ -45,6 +45,7 @@ type eventCollector struct {
 	summary      map[apitype.OpType]int // the engine's own counts, when it sent them
 	diags        []string
 	engineErr    []string
+	policy       []PolicyFinding // policyEvents, at most maxPolicyFindings
 }
 
 func newEventCollector(refreshIsChange bool) *eventCollector {
@@ -107,6 +108,8 @@ func (c *eventCollector) handle(ev events.EngineEvent) {
 		c.summary = ev.SummaryEvent.ResourceChanges
 	case ev.ErrorEvent != nil:
 		c.engineErr = append(c.engineErr, cleanLines(ev.ErrorEvent.Error)...)
+	case ev.PolicyEvent != nil:
+		c.policyEvent(*ev.PolicyEvent)
 	}
 }
 

@@ -100,6 +100,9 @@ type deployment struct {
 		Type    string                     `json:"type"`
 		Parent  string                     `json:"parent"`
 		Outputs map[string]json.RawMessage `json:"outputs"`
+		// Inputs are what the policy analyzer compares a registration
+		// with (policy.go).
+		Inputs map[string]json.RawMessage `json:"inputs"`
 	} `json:"resources"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stackpilot/stackpilot/internal/policy/analyzer"
 	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
@@ -16,6 +17,10 @@ import (
 // TestMain lets the test binary play helper processes (see helperMain) and
 // stops the shared control plane if a test started one.
 func TestMain(m *testing.M) {
+	// The test binary is the runner's binary, so the policy analyzer too.
+	if analyzer.Invoked() {
+		os.Exit(analyzer.Main())
+	}
 	if role := os.Getenv(helperRoleEnv); role != "" {
 		os.Exit(helperMain(role))
 	}

@@ -220,6 +220,12 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 	}
 	defer human.close()
 	args := o.engineArgs(log.path())
+	pack, cleanup, err := o.policyPack(ctx)
+	defer cleanup()
+	if err != nil {
+		return stepErr(phaseOperation, err)
+	}
+	args = append(args, pack...)
 	var stackOutputs map[string]any
 	err = o.withStack(ctx, func() error {
 		// Each call reads the log from its start, as the CLI writes it anew.

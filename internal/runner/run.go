@@ -40,6 +40,13 @@ func Run(ctx context.Context, spec Spec) (res Result) {
 	}
 	res.Changes = o.events.counts()
 	res.Resources = o.events.changes()
+	res.Policy = o.events.policyFindings()
+	if msg, refused := policyViolation(res.Policy); err != nil && refused {
+		// The engine stopped at a mandatory rule: that, not the CLI's exit
+		// status, is what the user has to act on.
+		res.Outcome, res.ErrorClass, res.Message = OutcomeFailed, ErrorPolicy, msg
+		return res
+	}
 	if err == nil {
 		res.Outcome = OutcomeSucceeded
 		return res

@@ -6,7 +6,11 @@
 // controller and a runner of different builds refuse each other clearly.
 package runner
 
-import "time"
+import (
+	"time"
+
+	"github.com/stackpilot/stackpilot/internal/policy"
+)
 
 // APIVersion is the version of the Spec and Result payloads.
 const APIVersion = "runner.stackpilot.dev/v1alpha1"
@@ -117,8 +121,37 @@ type Spec struct {
 	// status.currentOperation.changes. Its folder must exist.
 	ProgressFile string `json:"progressFile,omitempty"`
 
+	// Policy, when it holds a rule, is enforced inside the engine of an up
+	// or a preview (Pulumi has no policy hook elsewhere): the runner hands
+	// the CLI its own binary as a policy analyzer (internal/policy/analyzer)
+	// with these rules and each resource's inputs as the stack's state has
+	// them. A mandatory violation stops the operation before the resource's
+	// step: OutcomeFailed, ErrorPolicy, the findings in Result.Policy.
+	Policy *PolicySpec `json:"policy,omitempty"`
+
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// PolicySpec is what the analyzer enforces for one operation.
+type PolicySpec struct {
+	// Stack is what rules see as `stack`.
+	Stack policy.Stack `json:"stack"`
+	// Policies that select the Stack, compiled by the controller before.
+	Policies []policy.Policy `json:"policies"`
+}
+
+// PolicyFinding is one policy rule's verdict on one resource, as Pulumi
+// reported it: a violation, or a rule that could not decide.
+type PolicyFinding struct {
+	// Policy is <kind>/<policy>/<rule>: StackPolicy/<namespace>/<name>/<rule>
+	// or ClusterStackPolicy/<name>/<rule>.
+	Policy string `json:"policy"`
+	// Enforcement is mandatory (the operation stopped) or advisory.
+	Enforcement string `json:"enforcement"`
+	URN         string `json:"urn,omitempty"`
+	// Message says what is wrong, secrets masked.
+	Message string `json:"message"`
 }
 
 // StaleLock describes the operation whose lock may be left behind. A lock of a
@@ -186,6 +219,9 @@ const (
 	// does not hold (the world or an input the program reads changed since the
 	// preview); make a new plan.
 	ErrorPlanInvalid ErrorClass = "plan"
+	// ErrorPolicy: a mandatory policy rule refused a resource (Spec.Policy);
+	// nothing of that resource changed. Result.Policy has the findings.
+	ErrorPolicy ErrorClass = "policy"
 )
 
 // Result is what the runner writes when an operation ends, whatever the outcome.
@@ -222,6 +258,9 @@ type Result struct {
 	// Excluded are the URNs of Spec.IgnoreChanges the run left out entirely
 	// (`--exclude`) because their paths could not be ignored one by one; sorted.
 	Excluded []string `json:"excluded,omitempty"`
+	// Policy lists what Spec.Policy's rules found, mandatory first, at most
+	// maxPolicyFindings.
+	Policy []PolicyFinding `json:"policy,omitempty"`
 	// DependencyCache says how a Job operation's Pod got the program's
 	// dependencies (deps.go): DepCacheHit (restored from the cache of the
 	// Stack's namespace, no package manager ran), DepCacheMiss (installed,
