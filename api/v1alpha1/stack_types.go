@@ -542,6 +542,11 @@ type StackStatus struct {
 	// +optional
 	LastAppliedArtifact *ArtifactReference `json:"lastAppliedArtifact,omitempty"`
 
+	// Policy is what the StackPolicies and ClusterStackPolicies that select
+	// the Stack found at its last up or preview; absent when none selects it.
+	// +optional
+	Policy *StackPolicyStatus `json:"policy,omitempty"`
+
 	// LastAttemptedArtifact is the program tree of the last up started, whatever
 	// its outcome. An up that failed part-way may have created resources, so a
 	// destroy on deletion uses it when no up ever succeeded.

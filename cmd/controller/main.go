@@ -31,6 +31,7 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/artifact"
 	"github.com/stackpilot/stackpilot/internal/controllers/alert"
+	controllerpolicy "github.com/stackpilot/stackpilot/internal/controllers/policy"
 	"github.com/stackpilot/stackpilot/internal/controllers/receiver"
 	"github.com/stackpilot/stackpilot/internal/controllers/stack"
 	"github.com/stackpilot/stackpilot/internal/executor"
@@ -301,6 +302,9 @@ func run() error {
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.
 	if err := alert.NewReconciler(mgr, f.notificationDenyInternal).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if err := controllerpolicy.Setup(mgr); err != nil {
+		return fmt.Errorf("policy controllers: %w", err)
 	}
 	if err := receiver.Setup(mgr, f.webhookAddr, r.GitResolver()); err != nil {
 		return err

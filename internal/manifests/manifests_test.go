@@ -57,8 +57,8 @@ func TestObjectsDefault(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	if kinds["CustomResourceDefinition"] != 3 || kinds["Namespace"] != 1 || kinds["Deployment"] != 1 {
-		t.Fatalf("kinds %v: want 3 CRDs, 1 Namespace, 1 Deployment", kinds)
+	if kinds["CustomResourceDefinition"] != 5 || kinds["Namespace"] != 1 || kinds["Deployment"] != 1 {
+		t.Fatalf("kinds %v: want 5 CRDs (Stack, Alert, Receiver, StackPolicy, ClusterStackPolicy), 1 Namespace, 1 Deployment", kinds)
 	}
 	d := find(t, objs, "Deployment", DeploymentName)
 	if d.GetNamespace() != DefaultNamespace {

@@ -222,6 +222,9 @@ const (
 	// ErrorPolicy: a mandatory policy rule refused a resource (Spec.Policy);
 	// nothing of that resource changed. Result.Policy has the findings.
 	ErrorPolicy ErrorClass = "policy"
+	// ErrorPolicyInvalid: a policy that selects the Stack does not compile,
+	// so the controller started no runner (it sets this class itself).
+	ErrorPolicyInvalid ErrorClass = "policy-invalid"
 )
 
 // Result is what the runner writes when an operation ends, whatever the outcome.

@@ -84,7 +84,10 @@ const (
 
 // reconcileState carries what earlier steps found to later ones.
 type reconcileState struct {
-	stack   *v1alpha1.Stack
+	stack *v1alpha1.Stack
+	// policy is what the operation starting now enforces (policies.go);
+	// nil when no policy selects the Stack, or for another operation type.
+	policy  *runner.PolicySpec
 	patcher *patch.SerialPatcher
 	// patchClient is the patcher's client (freshReads after refresh); nil
 	// is the reconciler's.

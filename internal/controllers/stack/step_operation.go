@@ -126,6 +126,7 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 	operationSeconds.WithLabelValues(string(recType)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
 	finishRecord(ctx, st, &rec, res)
 	r.recordRepairs(stack, &rec, res) // a torn file:// state the runner repaired (operation_repairs.go)
+	r.reportPolicy(st, string(recType), res)
 
 	if res.Outcome == runner.OutcomeSucceeded {
 		stack.Status.Failures = 0
@@ -234,6 +235,7 @@ func finishRecord(ctx context.Context, st *reconcileState, rec *v1alpha1.Operati
 	}
 	replaceHistory(stack, *rec)
 	stack.Status.CurrentOperation = nil
+	recordPolicy(st, rec.ID, res)
 }
 
 // execute prepares the program's work tree and runs the operation. It
@@ -250,6 +252,9 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	fail := func(class runner.ErrorClass, err error) *runner.Result {
 		return &runner.Result{APIVersion: runner.APIVersion, ID: id, Type: typ, Outcome: runner.OutcomeFailed,
 			ErrorClass: class, Message: err.Error(), StartedAt: started, FinishedAt: time.Now()}
+	}
+	if err := r.gatherPolicies(ctx, st, typ); err != nil {
+		return fail(policyErrorClass(err), err)
 	}
 	if r.executorOf(st.stack) == v1alpha1.ExecutorJob {
 		return r.executeJob(ctx, st, id, typ, art, opts, fail)
@@ -315,6 +320,7 @@ func (r *StackReconciler) operationSpec(ctx context.Context, st *reconcileState,
 		StaleLock:     r.staleLock(ctx, st.stack),
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 		Plan:          opts.plan,
+		Policy:        st.policy,
 	}
 }
 
@@ -385,6 +391,10 @@ func failureReason(c runner.ErrorClass) string {
 		return v1alpha1.PlanInvalidReason
 	case runner.ErrorRunnerPod:
 		return v1alpha1.RunnerPodFailedReason
+	case runner.ErrorPolicy:
+		return v1alpha1.PolicyViolationReason
+	case runner.ErrorPolicyInvalid:
+		return v1alpha1.PolicyInvalidReason
 	}
 	return v1alpha1.OperationFailedReason
 }

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+)
+
+// TestPolicy: a StackPolicy's mandatory rule stops a create inside the
+// engine (nothing created; Ready False PolicyViolation naming the URN, the
+// rule and the message; PolicyCompliant False; status.policy lists it), and
+// the commit that fixes the program applies; an advisory rule gives an
+// event and a status entry only; a ClusterStackPolicy binds the Stack too;
+// a policy that does not compile reports InvalidRule with the rule and the
+// position, and the Stacks it selects make no change.
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	f.start(t)
+
+	tenant := &v1alpha1.StackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "colors", Namespace: f.ns},
+		Spec: v1alpha1.StackPolicySpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"guarded": "yes"}},
+			Rules: []v1alpha1.PolicyRule{{
+				Name: "no-red", Match: v1alpha1.PolicyMatch{Types: []string{"kubernetes:core/v1:ConfigMap"}, Operations: []string{"create", "update"}},
+				Expression:        "resource.inputs.data.color != 'red'",
+				MessageExpression: "'ConfigMap ' + resource.name + ' would be ' + resource.inputs.data.color",
+			}}}}
+	g.Expect(env.Client.Create(ctx, tenant)).To(Succeed())
+	// The platform's rule: advisory, for every Stack of namespaces labelled
+	// as the test's is (a label only this test sets).
+	g.Expect(env.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}},
+		client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"policy-test":"`+f.ns+`"}}}`)))).To(Succeed())
+	platform := &v1alpha1.ClusterStackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "sizes-" + f.ns},
+		Spec: v1alpha1.ClusterStackPolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"policy-test": f.ns}},
+			Rules: []v1alpha1.PolicyRule{{
+				Name: "has-size", Enforcement: v1alpha1.EnforcementAdvisory,
+				Match:      v1alpha1.PolicyMatch{Types: []string{"kubernetes:core/v1:ConfigMap"}},
+				Expression: "has(resource.inputs.data.size)", Message: "every ConfigMap says its size",
+			}}}}
+	g.Expect(env.Client.Create(ctx, platform)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), platform) })
+	g.Eventually(func(g Gomega) {
+		var p v1alpha1.StackPolicy
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenant), &p)).To(Succeed())
+		g.Expect(conditions.IsReady(&p)).To(BeTrue())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
+	// A red ConfigMap is refused before it exists.
+	stack := f.stack("guarded", func(s *v1alpha1.Stack) {
+		s.Labels = map[string]string{"guarded": "yes"}
+		s.Spec.Config["color"] = jsonValue("red")
+	})
+	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
+	key := client.ObjectKeyFromObject(stack)
+	s := waitNotReady(t, key, v1alpha1.PolicyViolationReason)
+	urn := "urn:pulumi:" + s.GetStackName() + "::bridge::kubernetes:core/v1:ConfigMap::settings"
+	g.Expect(readyMessage(s)).To(ContainSubstring("StackPolicy/" + f.ns + "/colors/no-red: ConfigMap settings would be red"))
+	g.Expect(readyMessage(s)).To(ContainSubstring(urn))
+	g.Expect(s.Status.History[0].Reason).To(Equal(v1alpha1.PolicyViolationReason))
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "app-settings"}, &corev1.ConfigMap{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a refused create made the ConfigMap")
+	compliant := conditions.Get(s, v1alpha1.PolicyCompliantCondition)
+	g.Expect(compliant).NotTo(BeNil())
+	g.Expect(compliant.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(compliant.Reason).To(Equal(v1alpha1.PolicyViolationReason))
+	g.Expect(s.Status.Policy).NotTo(BeNil())
+	g.Expect(s.Status.Policy.Policies).To(Equal([]string{"ClusterStackPolicy/sizes-" + f.ns, "StackPolicy/" + f.ns + "/colors"}))
+	g.Expect(s.Status.Policy.Violations).To(ContainElements(
+		v1alpha1.PolicyViolation{Policy: "StackPolicy/" + f.ns + "/colors/no-red", Enforcement: "mandatory", URN: urn, Message: "ConfigMap settings would be red"},
+		v1alpha1.PolicyViolation{Policy: "ClusterStackPolicy/sizes-" + f.ns + "/has-size", Enforcement: "advisory", URN: urn, Message: "every ConfigMap says its size"}))
+
+	// The fix applies; the advisory rule still reports, as an event too.
+	s = getStack(g, key)
+	before := s.DeepCopy()
+	s.Spec.Config["color"] = jsonValue("green")
+	g.Expect(env.Client.Patch(ctx, s, client.MergeFrom(before))).To(Succeed())
+	s = waitApplied(t, key, "")
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "green"))
+	compliant = conditions.Get(s, v1alpha1.PolicyCompliantCondition)
+	g.Expect(compliant.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(compliant.Reason).To(Equal(v1alpha1.AdvisoryViolationReason))
+	g.Expect(s.Status.Policy.Violations).To(ConsistOf(
+		v1alpha1.PolicyViolation{Policy: "ClusterStackPolicy/sizes-" + f.ns + "/has-size", Enforcement: "advisory", URN: urn, Message: "every ConfigMap says its size"}))
+	g.Eventually(func() bool {
+		return hasLine(stackEvents(t, f.ns, "guarded"), "PolicyAdvisory")
+	}, time.Minute, time.Second).Should(BeTrue(), "an event for the advisory finding")
+
+	// A policy that does not compile: InvalidRule with where; the Stacks
+	// it selects make no change.
+	broken := &v1alpha1.StackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "broken", Namespace: f.ns},
+		Spec: v1alpha1.StackPolicySpec{Rules: []v1alpha1.PolicyRule{{Name: "typo", Expression: "resource.inputs.data.color == 'green' && resource.nme == 'x'"}}}}
+	g.Expect(env.Client.Create(ctx, broken)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		var p v1alpha1.StackPolicy
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(broken), &p)).To(Succeed())
+		c := conditions.Get(&p, v1alpha1.ReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(v1alpha1.InvalidRuleReason))
+		g.Expect(c.Message).To(ContainSubstring("rule typo: expression (line 1, column 50): undefined field 'nme'"))
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	s = getStack(g, key)
+	before = s.DeepCopy()
+	s.Spec.Config["color"] = jsonValue("blue")
+	g.Expect(env.Client.Patch(ctx, s, client.MergeFrom(before))).To(Succeed())
+	s = waitNotReady(t, key, v1alpha1.PolicyInvalidReason)
+	g.Expect(readyMessage(s)).To(ContainSubstring("StackPolicy " + f.ns + "/broken selects this Stack and does not compile"))
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "green"), "no change while a policy cannot be checked")
+	g.Expect(strings.Count(f.ctrl.Logs(t), "panic")).To(BeZero())
+}
+
+func jsonValue(s string) apiextensionsv1.JSON {
+	return apiextensionsv1.JSON{Raw: []byte(strconv.Quote(s))}
+}

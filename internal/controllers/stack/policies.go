@@ -1,0 +1,139 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	controllerpolicy "github.com/stackpilot/stackpilot/internal/controllers/policy"
+	"github.com/stackpilot/stackpilot/internal/runner"
+)
+
+// Policies (StackPolicy, ClusterStackPolicy) are enforced by the runner
+// inside the engine of ups and previews (internal/policy/analyzer): the
+// reconciler gathers those that select the Stack before each such
+// operation, and reports what they found.
+
+// +kubebuilder:rbac:groups=stackpilot.dev,resources=stackpolicies;clusterstackpolicies,verbs=get;list;watch
+
+// maxPolicyViolations bounds status.policy.violations (the CRD's MaxItems).
+const maxPolicyViolations = 20
+
+// maxPolicyEvents bounds the advisory events one operation records.
+const maxPolicyEvents = 5
+
+var policyViolationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "stackpilot_policy_violations_total",
+	Help: "Policy findings in ups and previews, by policy (<kind>/<policy>), rule and enforcement (mandatory: the operation stopped; advisory).",
+}, []string{"policy", "rule", "enforcement"})
+
+func init() { metrics.Registry.MustRegister(policyViolationsTotal) }
+
+// gatherPolicies sets st.policy for an up or a preview: the policies that
+// select the Stack, nil when none does. A selecting policy that does not
+// compile is an error: with a guard that cannot load, no change is made.
+func (r *StackReconciler) gatherPolicies(ctx context.Context, st *reconcileState, typ runner.OperationType) error {
+	st.policy = nil
+	if typ != runner.OpUp && typ != runner.OpPreview {
+		return nil
+	}
+	p, err := controllerpolicy.For(ctx, r.Client, r.APIReader, st.stack)
+	if err != nil {
+		return err
+	}
+	st.policy = p
+	return nil
+}
+
+// policyErrorClass is ErrorPolicyInvalid for a policy that does not
+// compile, else internal (the policies could not be read).
+func policyErrorClass(err error) runner.ErrorClass {
+	if _, ok := errors.AsType[*controllerpolicy.InvalidError](err); ok {
+		return runner.ErrorPolicyInvalid
+	}
+	return runner.ErrorInternal
+}
+
+// recordPolicy sets PolicyCompliant and status.policy from an up's or a
+// preview's findings; with no selecting policy, it removes both.
+func recordPolicy(st *reconcileState, operationID string, res *runner.Result) {
+	stack := st.stack
+	if res.Type != runner.OpUp && res.Type != runner.OpPreview {
+		return
+	}
+	if st.policy == nil && res.ErrorClass != runner.ErrorPolicyInvalid {
+		stack.Status.Policy = nil
+		apimeta.RemoveStatusCondition(&stack.Status.Conditions, v1alpha1.PolicyCompliantCondition)
+		return
+	}
+	status := &v1alpha1.StackPolicyStatus{OperationID: operationID}
+	if st.policy != nil {
+		for _, p := range st.policy.Policies {
+			status.Policies = append(status.Policies, p.Kind+"/"+p.ID())
+		}
+	}
+	mandatory, advisory := 0, 0
+	for _, f := range res.Policy {
+		if f.Enforcement == v1alpha1.EnforcementMandatory {
+			mandatory++
+		} else {
+			advisory++
+		}
+		if len(status.Violations) == maxPolicyViolations {
+			status.More++
+			continue
+		}
+		status.Violations = append(status.Violations, v1alpha1.PolicyViolation{Policy: truncate(f.Policy, 500),
+			Enforcement: f.Enforcement, URN: truncate(f.URN, 2000), Message: truncate(scrub(f.Message, st.inputs.Secrets), 1000)})
+	}
+	stack.Status.Policy = status
+	cond := metav1.Condition{Type: v1alpha1.PolicyCompliantCondition, ObservedGeneration: stack.Generation}
+	switch {
+	case res.ErrorClass == runner.ErrorPolicyInvalid:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, v1alpha1.PolicyInvalidReason, truncate(res.Message, 2000)
+	case mandatory > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.PolicyViolationReason
+		cond.Message = truncate(scrub(res.Message, st.inputs.Secrets), 2000)
+	case advisory > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.AdvisoryViolationReason
+		cond.Message = fmt.Sprintf("%d advisory finding(s) in %s %s; see status.policy", advisory, res.Type, operationID)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.NoViolationReason
+		cond.Message = fmt.Sprintf("%s %s: no rule of %d policies found anything", res.Type, operationID, len(status.Policies))
+	}
+	apimeta.SetStatusCondition(&stack.Status.Conditions, cond)
+}
+
+// reportPolicy counts an operation's findings and records its advisory ones
+// as Warning events (a mandatory one fails the operation, whose event says
+// so).
+func (r *StackReconciler) reportPolicy(st *reconcileState, action string, res *runner.Result) {
+	events := 0
+	for _, f := range res.Policy {
+		policy, rule := splitPolicyName(f.Policy)
+		policyViolationsTotal.WithLabelValues(policy, rule, f.Enforcement).Inc()
+		if f.Enforcement == v1alpha1.EnforcementMandatory || events == maxPolicyEvents {
+			continue
+		}
+		events++
+		r.event(st.stack, corev1.EventTypeWarning, "PolicyAdvisory", action,
+			fmt.Sprintf("%s: %s: %s", f.URN, f.Policy, scrub(f.Message, st.inputs.Secrets)))
+	}
+}
+
+// splitPolicyName splits "<kind>/<policy id>/<rule>" at its last slash.
+func splitPolicyName(name string) (policy, rule string) {
+	i := strings.LastIndex(name, "/")
+	if i < 0 {
+		return name, ""
+	}
+	return name[:i], name[i+1:]
+}
