@@ -19,12 +19,13 @@ func (c *cli) newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "status STACK",
 		Aliases: []string{"describe"},
-		Short:   "Show a Stack's state: conditions, revisions, operations, outputs, plan, drift",
+		Short:   "Show a Stack's state: conditions, revisions, operations, outputs, plan, drift, policy",
 		Long: `Prints what the Stack's status says, the way a person reads it: its
 conditions, the source and the revisions attempted and applied, the inputs
 digest, the operation running now, the last 10 operations with their change
 counts, the outputs (secret ones as [secret]: see ` + "`stackpilot outputs --show-secrets`" + `),
-and the pending plan or the drift found, when there is one.
+and the pending plan, the drift found and the policy findings of the last
+up or preview, when there are.
 
 -o json|yaml prints the same report as data.`,
 		Example: `  stackpilot status web -n infra
@@ -53,26 +54,27 @@ and the pending plan or the drift found, when there is one.
 
 // statusReport is what `status` prints, in every format.
 type statusReport struct {
-	Namespace          string                     `json:"namespace"`
-	Name               string                     `json:"name"`
-	Created            metav1.Time                `json:"created"`
-	Generation         int64                      `json:"generation"`
-	ObservedGeneration int64                      `json:"observedGeneration"`
-	Suspended          bool                       `json:"suspended"`
-	Source             string                     `json:"source"`
-	StackName          string                     `json:"stackName"`
-	Backend            string                     `json:"backend,omitempty"`
-	Conditions         []metav1.Condition         `json:"conditions"`
-	AttemptedRevision  string                     `json:"lastAttemptedRevision,omitempty"`
-	AppliedRevision    string                     `json:"lastAppliedRevision,omitempty"`
-	InputsDigest       string                     `json:"inputsDigest,omitempty"`
-	Failures           int64                      `json:"failures,omitempty"`
-	CurrentOperation   *v1alpha1.OperationRecord  `json:"currentOperation,omitempty"`
-	History            []v1alpha1.OperationRecord `json:"history"`
-	Outputs            map[string]string          `json:"outputs"`
-	OutputsOmitted     int64                      `json:"outputsOmitted,omitempty"`
-	PendingPlan        *planSummary               `json:"pendingPlan,omitempty"`
-	Drift              *driftSummary              `json:"drift,omitempty"`
+	Namespace          string                      `json:"namespace"`
+	Name               string                      `json:"name"`
+	Created            metav1.Time                 `json:"created"`
+	Generation         int64                       `json:"generation"`
+	ObservedGeneration int64                       `json:"observedGeneration"`
+	Suspended          bool                        `json:"suspended"`
+	Source             string                      `json:"source"`
+	StackName          string                      `json:"stackName"`
+	Backend            string                      `json:"backend,omitempty"`
+	Conditions         []metav1.Condition          `json:"conditions"`
+	AttemptedRevision  string                      `json:"lastAttemptedRevision,omitempty"`
+	AppliedRevision    string                      `json:"lastAppliedRevision,omitempty"`
+	InputsDigest       string                      `json:"inputsDigest,omitempty"`
+	Failures           int64                       `json:"failures,omitempty"`
+	CurrentOperation   *v1alpha1.OperationRecord   `json:"currentOperation,omitempty"`
+	History            []v1alpha1.OperationRecord  `json:"history"`
+	Outputs            map[string]string           `json:"outputs"`
+	OutputsOmitted     int64                       `json:"outputsOmitted,omitempty"`
+	PendingPlan        *planSummary                `json:"pendingPlan,omitempty"`
+	Drift              *driftSummary               `json:"drift,omitempty"`
+	Policy             *v1alpha1.StackPolicyStatus `json:"policy,omitempty"`
 }
 
 // planSummary is status.pendingPlan without its resource list (`stackpilot
@@ -128,6 +130,7 @@ func newStatusReport(s *v1alpha1.Stack) statusReport {
 	if d := st.Drift; d != nil {
 		r.Drift = &driftSummary{CheckedAt: d.CheckedAt, NextCheckAt: d.NextCheckAt, Revision: d.Revision, Total: d.Total}
 	}
+	r.Policy = st.Policy
 	return r
 }
 
@@ -254,6 +257,41 @@ func writeStatus(w io.Writer, r statusReport, now time.Time) error {
 			found = fmt.Sprintf("%d drifted resource(s); see `stackpilot drift show %s -n %s`", d.Total, r.Name, r.Namespace)
 		}
 		fmt.Fprintf(w, "\nDrift:         checked %s at %s: %s\n", ago(d.CheckedAt.Time, now), orDash(d.Revision), found)
+	}
+	return writePolicy(w, r.Policy)
+}
+
+// writePolicy prints what the policies found at the last up or preview:
+// the policies, then each finding, mandatory first.
+func writePolicy(w io.Writer, p *v1alpha1.StackPolicyStatus) error {
+	if p == nil {
+		return nil
+	}
+	mandatory, advisory := 0, 0
+	for _, v := range p.Violations {
+		if v.Enforcement == v1alpha1.EnforcementMandatory {
+			mandatory++
+		} else {
+			advisory++
+		}
+	}
+	found := "nothing found"
+	if len(p.Violations) > 0 {
+		found = fmt.Sprintf("%d mandatory, %d advisory finding(s)", mandatory, advisory)
+	}
+	fmt.Fprintf(w, "\nPolicies:      %s at %s: %s\n", strings.Join(p.Policies, ", "), orDash(p.OperationID), found)
+	if len(p.Violations) == 0 {
+		return nil
+	}
+	t := newTable(indent{w}, "ENFORCEMENT", "RULE", "RESOURCE", "MESSAGE")
+	for _, v := range p.Violations {
+		t.row(v.Enforcement, v.Policy, orDash(v.URN), shorten(oneLine(v.Message), statusWidth))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if p.More > 0 {
+		fmt.Fprintf(w, "  ... and %d more\n", p.More)
 	}
 	return nil
 }
