@@ -44,7 +44,7 @@ const (
 )
 
 // AlertEventType names a change of a Stack's state an Alert can report.
-// +kubebuilder:validation:Enum=applied;failed;recovered;drifted;drift-resolved;plan-pending;rolled-back
+// +kubebuilder:validation:Enum=applied;failed;recovered;drifted;drift-resolved;plan-pending;rolled-back;policy-violation
 type AlertEventType string
 
 const (
@@ -63,11 +63,14 @@ const (
 	EventPlanPending AlertEventType = "plan-pending"
 	// EventRolledBack: an automatic rollback ran (a new status.rollback).
 	EventRolledBack AlertEventType = "rolled-back"
+	// EventPolicyViolation: an up or preview found policy violations
+	// (status.policy), mandatory or advisory.
+	EventPolicyViolation AlertEventType = "policy-violation"
 )
 
 // AlertEventTypes lists every event type, in the order the docs give them.
 var AlertEventTypes = []AlertEventType{EventApplied, EventFailed, EventRecovered,
-	EventDrifted, EventDriftResolved, EventPlanPending, EventRolledBack}
+	EventDrifted, EventDriftResolved, EventPlanPending, EventRolledBack, EventPolicyViolation}
 
 // AlertSpec says which Stacks' changes to report, and where.
 type AlertSpec struct {
@@ -82,7 +85,7 @@ type AlertSpec struct {
 	Stacks AlertStacks `json:"stacks,omitzero"`
 
 	// Events are the changes to report; empty: all of them.
-	// +kubebuilder:validation:MaxItems=7
+	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Events []AlertEventType `json:"events,omitempty"`
 

@@ -103,6 +103,31 @@ func NewEvent(stack *v1alpha1.Stack, t v1alpha1.AlertEventType, now time.Time) E
 		if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.DriftedCondition); c != nil {
 			ev.Reason = c.Reason
 		}
+	case v1alpha1.EventPolicyViolation:
+		ev.Severity = SeverityWarning
+		if p := st.Policy; p != nil {
+			mandatory := 0
+			for i, v := range p.Violations {
+				if v.Enforcement == v1alpha1.EnforcementMandatory {
+					mandatory++
+				}
+				if i < MaxResources {
+					ev.Resources = append(ev.Resources, v.Enforcement+" "+v.Policy+" "+v.URN)
+				}
+			}
+			if mandatory > 0 {
+				ev.Severity = SeverityError
+			}
+			ev.Total = int64(len(p.Violations)) + int64(p.More)
+			if len(p.Violations) > 0 {
+				first := p.Violations[0]
+				ev.Message = FirstLine(fmt.Sprintf("%s %s: %s", first.Policy, first.URN, first.Message), MaxMessage)
+			}
+			ev.Revision = st.LastAttemptedRevision
+		}
+		if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.PolicyCompliantCondition); c != nil {
+			ev.Reason = c.Reason
+		}
 	case v1alpha1.EventPlanPending:
 		ev.Severity = SeverityWarning
 		if p := st.PendingPlan; p != nil {

@@ -73,7 +73,7 @@ func emoji(t v1alpha1.AlertEventType) string {
 	switch t {
 	case v1alpha1.EventFailed, v1alpha1.EventRolledBack:
 		return ":x:"
-	case v1alpha1.EventDrifted, v1alpha1.EventPlanPending:
+	case v1alpha1.EventDrifted, v1alpha1.EventPlanPending, v1alpha1.EventPolicyViolation:
 		return ":warning:"
 	}
 	return ":white_check_mark:"

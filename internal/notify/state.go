@@ -36,6 +36,9 @@ type State struct {
 	Plan string
 	// Rollback identifies the last automatic rollback seen.
 	Rollback string
+	// Policy is the operation whose policy violations were last seen
+	// (status.policy), empty when the last findings were none.
+	Policy string
 }
 
 // notFailure lists the Ready=False reasons that are no failure: work under
@@ -106,6 +109,10 @@ func derive(prev State, stack *v1alpha1.Stack) State {
 	if rb := st.Rollback; rb != nil {
 		cur.Rollback = rb.At.UTC().Format("2006-01-02T15:04:05Z") + " " + rb.FailedRevision
 	}
+	cur.Policy = ""
+	if p := st.Policy; p != nil && len(p.Violations) > 0 {
+		cur.Policy = p.OperationID
+	}
 	return cur
 }
 
@@ -140,6 +147,11 @@ func changes(prev, cur State) []Change {
 	}
 	if cur.Plan != prev.Plan && cur.Plan != "" {
 		out = append(out, Change{Type: v1alpha1.EventPlanPending})
+	}
+	// Each operation that found violations is one message (its retries are
+	// operations of their own: each says again what stops it).
+	if cur.Policy != prev.Policy && cur.Policy != "" {
+		out = append(out, Change{Type: v1alpha1.EventPolicyViolation})
 	}
 	return out
 }

@@ -12,15 +12,17 @@ import (
 
 // step is one observation of a Stack's status.
 type step struct {
-	ready     metav1.ConditionStatus
-	reason    string
-	applied   string
-	program   string // status.lastAppliedProgramDigest
-	drifted   metav1.ConditionStatus
-	plan      string
-	rollback  string
-	running   bool // status.currentOperation set
-	wantTypes []v1alpha1.AlertEventType
+	ready       metav1.ConditionStatus
+	reason      string
+	applied     string
+	program     string // status.lastAppliedProgramDigest
+	drifted     metav1.ConditionStatus
+	plan        string
+	rollback    string
+	policy      string // status.policy.operationID, with one finding of policyLevel
+	policyLevel string
+	running     bool // status.currentOperation set
+	wantTypes   []v1alpha1.AlertEventType
 }
 
 func stackAt(s step) *v1alpha1.Stack {
@@ -43,6 +45,13 @@ func stackAt(s step) *v1alpha1.Stack {
 	}
 	if s.running {
 		st.Status.CurrentOperation = &v1alpha1.OperationRecord{ID: "op", Outcome: v1alpha1.OutcomeRunning}
+	}
+	if s.policy != "" {
+		st.Status.Policy = &v1alpha1.StackPolicyStatus{OperationID: s.policy, Policies: []string{"StackPolicy/ns/p"}}
+		if s.policyLevel != "" {
+			st.Status.Policy.Violations = []v1alpha1.PolicyViolation{{Policy: "StackPolicy/ns/p/r", Enforcement: s.policyLevel,
+				URN: "urn:pulumi:app::p::t::n", Message: "n breaks r"}}
+		}
 	}
 	return st
 }
@@ -127,6 +136,28 @@ func TestTransitionsRollback(t *testing.T) {
 		{ready: F, reason: v1alpha1.RolledBackReason, applied: "a", rollback: "b"},
 		{ready: T, applied: "c", rollback: "b", wantTypes: []v1alpha1.AlertEventType{v1alpha1.EventRecovered}},
 	})
+}
+
+// Each operation that finds violations is one policy-violation message;
+// one that finds none, or the same operation seen again, sends none.
+func TestTransitionsPolicyViolation(t *testing.T) {
+	pv := v1alpha1.EventPolicyViolation
+	runSteps(t, step{ready: T, applied: "a"}, []step{
+		{ready: F, reason: v1alpha1.PolicyViolationReason, applied: "a", policy: "up-1", policyLevel: "mandatory",
+			wantTypes: []v1alpha1.AlertEventType{v1alpha1.EventFailed, pv}},
+		{ready: F, reason: v1alpha1.PolicyViolationReason, applied: "a", policy: "up-1", policyLevel: "mandatory"},
+		{ready: F, reason: v1alpha1.PolicyViolationReason, applied: "a", policy: "up-2", policyLevel: "mandatory", wantTypes: []v1alpha1.AlertEventType{pv}},
+		{ready: T, applied: "b", policy: "up-3", wantTypes: []v1alpha1.AlertEventType{v1alpha1.EventRecovered}},
+		{ready: T, applied: "c", policy: "up-4", policyLevel: "advisory", wantTypes: []v1alpha1.AlertEventType{v1alpha1.EventApplied, pv}},
+	})
+	ev := NewEvent(stackAt(step{ready: F, reason: v1alpha1.PolicyViolationReason, policy: "up-1", policyLevel: "mandatory"}), pv, time.Unix(0, 0))
+	if ev.Severity != SeverityError || ev.Message != "StackPolicy/ns/p/r urn:pulumi:app::p::t::n: n breaks r" || ev.Total != 1 ||
+		len(ev.Resources) != 1 || ev.Resources[0] != "mandatory StackPolicy/ns/p/r urn:pulumi:app::p::t::n" {
+		t.Errorf("event %+v", ev)
+	}
+	if ev := NewEvent(stackAt(step{ready: T, policy: "up-4", policyLevel: "advisory"}), pv, time.Unix(0, 0)); ev.Severity != SeverityWarning {
+		t.Errorf("advisory findings only: severity %q, want warning", ev.Severity)
+	}
 }
 
 func TestChangeWanted(t *testing.T) {
