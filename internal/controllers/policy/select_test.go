@@ -26,7 +26,9 @@ func TestForSelectsByLabelsAndRefusesABrokenPolicy(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	match := func(k, v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}} }
+	match := func(k, v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+	}
 	objs := []runtime.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"tier": "tenant"}}},
 		&v1alpha1.ClusterStackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "z-all"}, Spec: v1alpha1.ClusterStackPolicySpec{Rules: rules("true")}},
