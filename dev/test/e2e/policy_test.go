@@ -127,3 +127,64 @@ func TestPolicy(t *testing.T) {
 func jsonValue(s string) apiextensionsv1.JSON {
 	return apiextensionsv1.JSON{Raw: []byte(strconv.Quote(s))}
 }
+
+// TestPolicyApproval: approval and policies. A plan made before the policy
+// existed is refused when approved (the approved up runs the rules too:
+// nothing applied); a preview that breaks a mandatory rule makes no plan
+// to approve; a compliant change is planned, approved and applied.
+func TestPolicyApproval(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newApprovalFixture(t)
+	f.start(t)
+	logOnFailure(t, f.fixture)
+	stack := f.approvalStack("guarded", v1alpha1.ApprovalManual)
+	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
+	key := client.ObjectKeyFromObject(stack)
+	blue := waitPlan(t, key, f.commit, "", v1alpha1.AwaitingApprovalReason).Status.PendingPlan
+
+	only := &v1alpha1.StackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "red-only", Namespace: f.ns},
+		Spec: v1alpha1.StackPolicySpec{Rules: []v1alpha1.PolicyRule{{
+			Name: "red", Match: v1alpha1.PolicyMatch{Types: []string{"kubernetes:core/v1:ConfigMap"}},
+			Expression: "resource.inputs.data.color == 'red'", MessageExpression: "'color ' + resource.inputs.data.color + ' is not red'",
+		}}}}
+	g.Expect(env.Client.Create(ctx, only)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		var p v1alpha1.StackPolicy
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(only), &p)).To(Succeed())
+		g.Expect(conditions.IsReady(&p)).To(BeTrue())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
+	// The plan of before is approved: its up is refused, nothing applied.
+	approve(t, key, blue.ID)
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, key)
+		ups := records(s, v1alpha1.OperationUp)
+		g.Expect(ups).NotTo(BeEmpty(), "history: %+v", s.Status.History)
+		g.Expect(ups[0].Plan).To(Equal(blue.ID))
+		g.Expect(ups[0].Reason).To(Equal(v1alpha1.PolicyViolationReason), "the approved up: %+v", ups[0])
+		g.Expect(ups[0].Message).To(ContainSubstring("StackPolicy/" + f.ns + "/red-only/red: color blue is not red"))
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "approval-managed"}, &corev1.ConfigMap{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "an approved plan that breaks a rule applied: %v", err)
+
+	// A green commit: its preview breaks the rule, so no plan waits.
+	green := f.commitColor(t, key, "green")
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, key)
+		previews := records(s, v1alpha1.OperationPreview)
+		g.Expect(previews).NotTo(BeEmpty())
+		g.Expect(previews[0].Revision).To(HaveSuffix(green))
+		g.Expect(previews[0].Reason).To(Equal(v1alpha1.PolicyViolationReason), "the preview: %+v", previews[0])
+		g.Expect(previews[0].Plan).To(BeEmpty(), "a refused preview made a plan")
+		g.Expect(s.Status.PendingPlan).To(BeNil())
+	}, 3*time.Minute, time.Second).Should(Succeed())
+
+	// Red complies: planned, approved, applied.
+	red := f.commitColor(t, key, "red")
+	plan := waitPlan(t, key, red, "", v1alpha1.AwaitingApprovalReason).Status.PendingPlan
+	approve(t, key, plan.ID)
+	waitApplied(t, key, red)
+	g.Expect(configMapData(g, f.ns, "approval-managed")).To(HaveKeyWithValue("color", "red"))
+}
