@@ -96,10 +96,14 @@ type PolicyMatch struct {
 	// +optional
 	Types []string `json:"types,omitempty"`
 
-	// Operations the rule checks: create and update. A registration that
-	// changes nothing matches only a rule without operations.
-	// +kubebuilder:validation:MaxItems=2
-	// +kubebuilder:validation:items:Enum=create;update
+	// Operations the rule checks: create, update, replace, delete. Empty:
+	// every change but a delete, and the resources the update leaves as
+	// they are (the policy holds for what the program declares); a rule for
+	// deletes lists delete. A rule that lists replace or delete makes each
+	// up of the Stacks it selects save an update plan first and apply that
+	// plan (the engine asks a policy about neither), one preview more.
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:Enum=create;update;replace;delete
 	// +optional
 	Operations []string `json:"operations,omitempty"`
 

@@ -7,10 +7,12 @@
 //	stackpilot plan STACK | approve STACK [--plan ID] [--wait]   review and approve a pending plan
 //	stackpilot get stacks [-A] [--watch] | status | history | events | outputs STACK   see Stacks
 //	stackpilot convert -f FILE [--program-dir DIR]   Pulumi Kubernetes Operator v2 manifests to Stackpilot's
+//	stackpilot policy test -f POLICY.yaml --plan FILE [--state FILE]   policy rules against a saved update plan
 //	stackpilot check [--pre] | install [--export] | uninstall [--yes]   check, install, remove Stackpilot
 //	stackpilot version | completion bash|zsh|fish
 //
-// Exit codes: 0 ok, 1 failure, 2 usage, 3 drift found (drift check) or no pending plan (plan, approve).
+// Exit codes: 0 ok, 1 failure, 2 usage, 3 drift found (drift check), no pending plan (plan, approve) or a
+// mandatory policy violation (policy test).
 // It links no test scaffolding and nothing of the dev module (deps_test.go checks) and runs anywhere;
 // the demo is its own binary, dev/cmd/stackpilot-demo. docs/cli.md documents every verb.
 package main

@@ -99,6 +99,7 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newInstallCmd(),
 		c.newUninstallCmd(),
 		c.newConvertCmd(),
+		c.newPolicyCmd(),
 		c.newLogsCmd(),
 		c.newReconcileCmd(),
 		c.newSuspendCmd(),

@@ -73,6 +73,27 @@ func (f Finding) Blocks() bool {
 	return f.Enforcement == Mandatory && (f.Outcome == Violated || f.Outcome == Failed)
 }
 
+// Level is the enforcement a finding is reported with: mandatory when it
+// stops the operation, else advisory (Pulumi knows no other; a disabled
+// rule is never evaluated). An undetermined mandatory rule blocks outside a
+// dry run (an update, where every input should be known): what cannot be
+// checked there is not let through.
+func (f Finding) Level(dryRun bool) Enforcement {
+	if f.Blocks() || (f.Enforcement == Mandatory && f.Outcome == Undetermined && !dryRun) {
+		return Mandatory
+	}
+	return Advisory
+}
+
+// Text is the finding's message as reported: the rule's message, after the
+// outcome when that is not a plain violation.
+func (f Finding) Text() string {
+	if f.Outcome != Violated {
+		return fmt.Sprintf("%s: %s", f.Outcome, f.Message)
+	}
+	return f.Message
+}
+
 func (f Finding) String() string {
 	return fmt.Sprintf("%s %s rule %s (%s) %s %s: %s", f.PolicyKind, f.Policy, f.Rule, f.Enforcement, f.Outcome, f.URN, f.Message)
 }
@@ -81,11 +102,22 @@ func (f Finding) String() string {
 // not compliance, in rule order. It never panics on input: a rule that
 // cannot be evaluated gives a Failed finding saying why.
 func (c *Compiled) Evaluate(ctx context.Context, stack Stack, r Resource) []Finding {
+	return c.evaluate(ctx, stack, r, false)
+}
+
+// EvaluateListed is Evaluate with only the rules that list r's operation in
+// match.operations: those for replaces and deletes, which a plan is read for,
+// while the rules that list no operation are applied by the analyzer.
+func (c *Compiled) EvaluateListed(ctx context.Context, stack Stack, r Resource) []Finding {
+	return c.evaluate(ctx, stack, r, true)
+}
+
+func (c *Compiled) evaluate(ctx context.Context, stack Stack, r Resource, listed bool) []Finding {
 	var in *activation
 	var out []Finding
 	for i := range c.rules {
 		rule := &c.rules[i]
-		if rule.Enforcement == Disabled || !rule.matches(r) {
+		if rule.Enforcement == Disabled || !rule.matches(r) || (listed && len(rule.ops) == 0) {
 			continue
 		}
 		if in == nil {
@@ -98,7 +130,15 @@ func (c *Compiled) Evaluate(ctx context.Context, stack Stack, r Resource) []Find
 	return out
 }
 
+// matches says whether the rule applies to res. A rule that lists no
+// operations applies to what the program declares (creates, updates,
+// replaces, resources left as they are), not to deletes: a rule about
+// inputs must not stop the removal of a resource, whose inputs are gone. A
+// rule for deletes lists them.
 func (r *compiledRule) matches(res Resource) bool {
+	if len(r.ops) == 0 && res.Op == string(Delete) {
+		return false
+	}
 	if len(r.ops) > 0 && !containsOp(r.ops, res.Op) {
 		return false
 	}

@@ -84,3 +84,42 @@ func (p Policy) ID() string {
 }
 
 func (p Policy) String() string { return fmt.Sprintf("%s %s", p.Kind, p.ID()) }
+
+// RuleName names one of the policy's rules in findings, Pulumi's output
+// and metrics: <kind>/<policy ID>/<rule>.
+func (p Policy) RuleName(rule string) string {
+	return p.Kind + "/" + p.ID() + "/" + rule
+}
+
+// NeedsPlan says whether an enabled rule of policies lists replace or
+// delete: those are known only from an update plan (see PlanChanges), so
+// the operations that apply such rules make one first.
+func NeedsPlan(policies []Policy) bool {
+	for _, p := range policies {
+		for _, r := range p.Rules {
+			if r.Enforcement == Disabled {
+				continue
+			}
+			for _, op := range r.Match.Operations {
+				if op == Replace || op == Delete {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// ListsOperation says whether r applies to op by listing it (a rule that
+// lists no operation applies to every operation but delete).
+func (r Rule) ListsOperation(op Operation) bool {
+	if len(r.Match.Operations) == 0 {
+		return op != Delete
+	}
+	for _, o := range r.Match.Operations {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}

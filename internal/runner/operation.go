@@ -220,7 +220,7 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 	}
 	defer human.close()
 	args := o.engineArgs(log.path())
-	pack, cleanup, err := o.policyPack(ctx)
+	pr, pack, cleanup, err := o.policyPack(ctx, human)
 	defer cleanup()
 	if err != nil {
 		return stepErr(phaseOperation, err)
@@ -237,6 +237,9 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 		return err
 	})
 	if err != nil {
+		return stepErr(phaseOperation, err)
+	}
+	if err := o.checkPreviewPlan(ctx, pr); err != nil {
 		return stepErr(phaseOperation, err)
 	}
 	if o.spec.Type != OpUp {

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
+	"github.com/stackpilot/stackpilot/internal/policy"
 	"github.com/stackpilot/stackpilot/internal/policy/analyzer"
 )
 
@@ -19,10 +21,17 @@ import (
 // resources breaking one rule must not make the result unbounded.
 const maxPolicyFindings = 100
 
-// enforcesPolicy says whether the operation runs the policy analyzer: an up
-// or a preview (Pulumi takes --policy-pack there only) with a rule to apply.
+// enforcesPolicy says whether the operation applies policy rules: an up or
+// a preview (the engine's analyzer, and a plan's replaces and deletes), or
+// a destroy (its deletes), with a rule to apply.
 func (o *operation) enforcesPolicy() bool {
-	if o.spec.Policy == nil || (o.spec.Type != OpUp && o.spec.Type != OpPreview) {
+	switch {
+	case o.spec.Policy == nil:
+		return false
+	case o.spec.Type == OpDestroy:
+		// Only rules for deletes apply to a destroy.
+		return policy.NeedsPlan(o.spec.Policy.Policies)
+	case o.spec.Type != OpUp && o.spec.Type != OpPreview:
 		return false
 	}
 	for _, p := range o.spec.Policy.Policies {
@@ -33,40 +42,75 @@ func (o *operation) enforcesPolicy() bool {
 	return false
 }
 
+// policyRun is one operation's policy enforcement: its private folder (the
+// bundle, the analyzer's link, the update plan the runner makes), the
+// stack's resources as they are, and the compiled rules.
+type policyRun struct {
+	dir      string
+	prior    map[string]map[string]any
+	compiled []*policy.Compiled
+	// needsPlan: a rule lists replace or delete (policy.NeedsPlan).
+	needsPlan bool
+	// ops are the operations of the update plan the engine runs with, by
+	// URN, for the analyzer; nil without a plan.
+	ops map[string]string
+}
+
+// errPolicyRefused ends an operation whose plan a mandatory rule refused
+// before the engine ran (or, for a preview, after): the findings are in
+// the event collector, and Run reports ErrorPolicy.
+var errPolicyRefused = errors.New("a mandatory policy rule refused the change")
+
 // policyPack prepares the analyzer for the engine run: the bundle (the
 // rules, the Stack, each resource's inputs as the state has them, so that
-// the analyzer knows a create from an update) in a private folder, and this
-// binary linked there under the analyzer's name. It returns the CLI's
-// arguments and adds the bundle's path to the CLI's environment; cleanup
-// removes the folder.
-func (o *operation) policyPack(ctx context.Context) (args []string, cleanup func(), err error) {
+// the analyzer knows a create from an update, and the plan's operations)
+// in a private folder, and this binary linked there under the analyzer's
+// name. Before an up or a destroy it applies the rules for replaces and
+// deletes (policyplan.go); a mandatory violation there returns
+// errPolicyRefused and the engine does not run. It returns the CLI's extra
+// arguments (none for a destroy, which takes no policy pack) and adds the
+// bundle's path to the CLI's environment; cleanup removes the folder.
+func (o *operation) policyPack(ctx context.Context, human *engineLog) (pr *policyRun, args []string, cleanup func(), err error) {
 	cleanup = func() {}
 	if !o.enforcesPolicy() {
-		return nil, cleanup, nil
+		return nil, nil, cleanup, nil
 	}
 	dir, err := os.MkdirTemp("", "stackpilot-policy-")
 	if err != nil {
-		return nil, cleanup, err
+		return nil, nil, cleanup, err
 	}
 	cleanup = func() { _ = os.RemoveAll(dir) }
-	prior, err := o.priorInputs(ctx)
-	if err != nil {
-		return nil, cleanup, fmt.Errorf("policy: the stack's resources as they are: %w", err)
+	pr = &policyRun{dir: dir, needsPlan: policy.NeedsPlan(o.spec.Policy.Policies)}
+	for _, p := range o.spec.Policy.Policies {
+		c, err := policy.Compile(p)
+		if err != nil {
+			return nil, nil, cleanup, err
+		}
+		pr.compiled = append(pr.compiled, c)
 	}
-	bundle, err := analyzer.WriteBundle(dir, analyzer.Bundle{Stack: o.spec.Policy.Stack, Policies: o.spec.Policy.Policies, Prior: prior})
+	if pr.prior, err = o.priorInputs(ctx); err != nil {
+		return nil, nil, cleanup, fmt.Errorf("policy: the stack's resources as they are: %w", err)
+	}
+	if args, err = o.planPolicy(ctx, pr, human); err != nil {
+		return nil, nil, cleanup, err
+	}
+	if o.spec.Type == OpDestroy {
+		return pr, args, cleanup, nil
+	}
+	bundle, err := analyzer.WriteBundle(dir, analyzer.Bundle{Stack: o.spec.Policy.Stack, Policies: o.spec.Policy.Policies, Prior: pr.prior, Ops: pr.ops})
 	if err != nil {
-		return nil, cleanup, err
+		return nil, nil, cleanup, err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, cleanup, fmt.Errorf("policy: the runner's own binary: %w", err)
+		return nil, nil, cleanup, fmt.Errorf("policy: the runner's own binary: %w", err)
 	}
 	link, err := analyzer.Link(filepath.Join(dir, "pack"), self)
 	if err != nil {
-		return nil, cleanup, err
+		return nil, nil, cleanup, err
 	}
 	o.cli.env = append(o.cli.env, analyzer.BundleEnv+"="+bundle)
-	return []string{"--policy-pack", link}, cleanup, nil
+	return pr, append(args, "--policy-pack", link), cleanup, nil
 }
 
 // priorInputs are the inputs of the stack's resources by URN, secrets
@@ -134,11 +178,29 @@ func (o *operation) priorInputs(ctx context.Context) (map[string]map[string]any,
 
 // policyEvent records one of the engine's policy events.
 func (c *eventCollector) policyEvent(e apitype.PolicyEvent) {
-	if len(c.policy) >= maxPolicyFindings {
-		return
-	}
-	c.policy = append(c.policy, PolicyFinding{Policy: e.PolicyName, Enforcement: e.EnforcementLevel,
+	c.addPolicyLocked(PolicyFinding{Policy: e.PolicyName, Enforcement: e.EnforcementLevel,
 		URN: e.ResourceURN, Message: strings.TrimSpace(e.Message)})
+}
+
+// addPolicy records a finding of the runner's own (a plan's replaces and
+// deletes).
+func (c *eventCollector) addPolicy(f PolicyFinding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addPolicyLocked(f)
+}
+
+func (c *eventCollector) addPolicyLocked(f PolicyFinding) {
+	if len(c.policy) < maxPolicyFindings {
+		c.policy = append(c.policy, f)
+	}
+}
+
+// dropPolicy removes the findings drop selects.
+func (c *eventCollector) dropPolicy(drop func(PolicyFinding) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.policy = slices.DeleteFunc(c.policy, drop)
 }
 
 // policyFindings are the findings, mandatory first, then as the engine

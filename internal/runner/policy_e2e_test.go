@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -131,4 +132,141 @@ func TestRunPolicy(t *testing.T) {
 	again := e.run(spec(OpUp, "private"))
 	g.Expect(again.Outcome).To(Equal(OutcomeSucceeded), again.Message)
 	g.Expect(again.Changes.Same).To(BeNumerically(">=", 1))
+}
+
+// twoMaps manages a ConfigMap "db" (left out when the program is written
+// without it) and a ConfigMap "cache" whose name comes from config (a new
+// name replaces it).
+func twoMaps(withDB bool) string {
+	p := `name: guarded
+runtime: yaml
+config:
+  namespace:
+    type: string
+  kubeconfig:
+    type: string
+  cacheName:
+    type: string
+resources:
+  provider:
+    type: pulumi:providers:kubernetes
+    properties:
+      kubeconfig: ${kubeconfig}
+      enableConfigMapMutable: true
+  cache:
+    type: kubernetes:core/v1:ConfigMap
+    properties:
+      metadata:
+        name: ${cacheName}
+        namespace: ${namespace}
+      data:
+        role: cache
+    options:
+      provider: ${provider}
+`
+	if withDB {
+		p += `  db:
+    type: kubernetes:core/v1:ConfigMap
+    properties:
+      metadata:
+        name: db
+        namespace: ${namespace}
+      data:
+        role: db
+    options:
+      provider: ${provider}
+`
+	}
+	return p
+}
+
+// TestRunPolicyDeletesAndReplaces: rules for deletes and replaces, which
+// the engine never asks an analyzer about, are applied on an update plan.
+// An up makes the plan first (one preview more) and applies it: a replace
+// reaches the analyzer as a replace (a rule for updates does not see it); a
+// delete a mandatory rule forbids is refused before the engine changes
+// anything, in an up, a preview (whose plan is then removed: nothing
+// refused waits for approval) and a destroy.
+func TestRunPolicyDeletesAndReplaces(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	e := newE2E(t, twoMaps(true))
+	if err := testenv.RequireBinaries(e.bin, "pulumi-resource-kubernetes"); err != nil {
+		t.Fatal(err)
+	}
+	kube := kubeEnv(t)
+	ns := kube.Namespace(t)
+	const dbURN = "urn:pulumi:dev::guarded::kubernetes:core/v1:ConfigMap::db"
+	const cacheURN = "urn:pulumi:dev::guarded::kubernetes:core/v1:ConfigMap::cache"
+	protect := policy.Rule{Name: "protect-db", Match: policy.Match{Names: []string{"db"}, Operations: []policy.Operation{policy.Delete}},
+		Expression: "resource.oldInputs.data.role != 'db'", Message: "db holds data: it is never deleted"}
+	guard := policy.Policy{Kind: "StackPolicy", Namespace: ns, Name: "guard", Rules: []policy.Rule{protect,
+		{Name: "replace-watch", Enforcement: policy.Advisory, Match: policy.Match{Operations: []policy.Operation{policy.Replace}},
+			Expression:        "false",
+			MessageExpression: "'would replace ' + resource.oldInputs.metadata.name + ' with ' + resource.inputs.metadata.name"},
+		{Name: "update-watch", Enforcement: policy.Advisory, Match: policy.Match{Operations: []policy.Operation{policy.Update}},
+			Expression: "false", Message: "updated"},
+	}}
+	spec := func(typ OperationType, withDB bool, cacheName string) Spec {
+		e.program = twoMaps(withDB)
+		s := e.spec(typ, ConfigValue{Key: "namespace", Value: ns}, ConfigValue{Key: "kubeconfig", Value: kube.Kubeconfig},
+			ConfigValue{Key: "cacheName", Value: cacheName})
+		s.Policy = &PolicySpec{Stack: policy.Stack{Namespace: ns, Name: "app"}, Policies: []policy.Policy{guard}}
+		return s
+	}
+	exists := func(name string) bool {
+		t.Helper()
+		err := kube.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+		if apierrors.IsNotFound(err) {
+			return false
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		return true
+	}
+	rule := func(name string) string { return "StackPolicy/" + ns + "/guard/" + name }
+
+	created := e.run(spec(OpUp, true, "cache-1"))
+	g.Expect(created.Outcome).To(Equal(OutcomeSucceeded), created.Message)
+	g.Expect(created.Policy).To(BeEmpty())
+	g.Expect(created.PulumiProcesses).To(Equal(3), "stack init, the plan's preview, the up")
+
+	// A replace: the rule for replaces sees it with the old and new
+	// inputs, the rule for updates does not.
+	replaced := e.run(spec(OpUp, true, "cache-2"))
+	g.Expect(replaced.Outcome).To(Equal(OutcomeSucceeded), replaced.Message)
+	g.Expect(replaced.Changes.Replace).To(Equal(1))
+	g.Expect(replaced.Policy).To(ConsistOf(PolicyFinding{Policy: rule("replace-watch"), Enforcement: "advisory", URN: cacheURN,
+		Message: "would replace cache-1 with cache-2"}))
+	g.Expect(replaced.PulumiProcesses).To(Equal(2), "the plan's preview and the up")
+	g.Expect(exists("cache-2") && !exists("cache-1")).To(BeTrue())
+
+	// A preview that would delete db: refused, and its plan removed.
+	preview := spec(OpPreview, false, "cache-2")
+	preview.Plan = filepath.Join(t.TempDir(), "plans", "p1.json")
+	refusedPreview := e.run(preview)
+	g.Expect(refusedPreview.ErrorClass).To(Equal(ErrorPolicy), refusedPreview.Message)
+	g.Expect(refusedPreview.Message).To(Equal("PolicyViolation: " + dbURN + ": " + rule("protect-db") + ": db holds data: it is never deleted"))
+	g.Expect(preview.Plan).NotTo(BeAnExistingFile(), "a refused preview left its plan to approve")
+
+	// The up: refused before the engine ran; db is still there.
+	refused := e.run(spec(OpUp, false, "cache-2"))
+	g.Expect(refused.ErrorClass).To(Equal(ErrorPolicy), refused.Message)
+	g.Expect(refused.Message).To(Equal("PolicyViolation: " + dbURN + ": " + rule("protect-db") + ": db holds data: it is never deleted"))
+	g.Expect(refused.PulumiProcesses).To(Equal(1), "only the plan's preview ran")
+	g.Expect(exists("db")).To(BeTrue(), "a refused delete deleted db")
+
+	// A destroy deletes db too: refused, nothing deleted.
+	destroy := e.run(spec(OpDestroy, true, "cache-2"))
+	g.Expect(destroy.ErrorClass).To(Equal(ErrorPolicy), destroy.Message)
+	g.Expect(destroy.Policy).To(ConsistOf(PolicyFinding{Policy: rule("protect-db"), Enforcement: "mandatory", URN: dbURN,
+		Message: "db holds data: it is never deleted"}))
+	g.Expect(exists("db") && exists("cache-2")).To(BeTrue(), "a refused destroy deleted something")
+
+	// Made advisory, the rule lets the delete through and says so.
+	guard.Rules[0].Enforcement = policy.Advisory
+	deleted := e.run(spec(OpUp, false, "cache-2"))
+	g.Expect(deleted.Outcome).To(Equal(OutcomeSucceeded), deleted.Message)
+	g.Expect(deleted.Policy).To(ConsistOf(PolicyFinding{Policy: rule("protect-db"), Enforcement: "advisory", URN: dbURN,
+		Message: "db holds data: it is never deleted"}))
+	g.Expect(exists("db")).To(BeFalse())
 }

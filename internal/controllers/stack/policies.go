@@ -18,9 +18,10 @@ import (
 )
 
 // Policies (StackPolicy, ClusterStackPolicy) are enforced by the runner
-// inside the engine of ups and previews (internal/policy/analyzer): the
-// reconciler gathers those that select the Stack before each such
-// operation, and reports what they found.
+// inside the engine of ups and previews (internal/policy/analyzer), and on
+// an update plan for replaces and deletes, destroys included
+// (internal/runner/policyplan.go): the reconciler gathers those that select
+// the Stack before each such operation, and reports what they found.
 
 // +kubebuilder:rbac:groups=stackpilot.dev,resources=stackpolicies;clusterstackpolicies,verbs=get;list;watch
 
@@ -37,12 +38,13 @@ var policyViolationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 func init() { metrics.Registry.MustRegister(policyViolationsTotal) }
 
-// gatherPolicies sets st.policy for an up or a preview: the policies that
-// select the Stack, nil when none does. A selecting policy that does not
-// compile is an error: with a guard that cannot load, no change is made.
+// gatherPolicies sets st.policy for an up, a preview or a destroy (its
+// rules for deletes): the policies that select the Stack, nil when none
+// does. A selecting policy that does not compile is an error: with a guard
+// that cannot load, no change is made.
 func (r *StackReconciler) gatherPolicies(ctx context.Context, st *reconcileState, typ runner.OperationType) error {
 	st.policy = nil
-	if typ != runner.OpUp && typ != runner.OpPreview {
+	if !policyApplies(typ) {
 		return nil
 	}
 	p, err := controllerpolicy.For(ctx, r.Client, r.APIReader, st.stack)
@@ -51,6 +53,11 @@ func (r *StackReconciler) gatherPolicies(ctx context.Context, st *reconcileState
 	}
 	st.policy = p
 	return nil
+}
+
+// policyApplies says whether policies are enforced on an operation of typ.
+func policyApplies(typ runner.OperationType) bool {
+	return typ == runner.OpUp || typ == runner.OpPreview || typ == runner.OpDestroy
 }
 
 // policyErrorClass is ErrorPolicyInvalid for a policy that does not
@@ -66,7 +73,7 @@ func policyErrorClass(err error) runner.ErrorClass {
 // preview's findings; with no selecting policy, it removes both.
 func recordPolicy(st *reconcileState, operationID string, res *runner.Result) {
 	stack := st.stack
-	if res.Type != runner.OpUp && res.Type != runner.OpPreview {
+	if !policyApplies(res.Type) {
 		return
 	}
 	if st.policy == nil && res.ErrorClass != runner.ErrorPolicyInvalid {

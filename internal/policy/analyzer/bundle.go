@@ -45,6 +45,11 @@ type Bundle struct {
 	// create. Prior is nil when the state is unknown (no operation type
 	// then: only rules that match every operation apply).
 	Prior map[string]map[string]any `json:"prior"`
+	// Ops holds each resource's operation from the update plan the engine
+	// runs with (`pulumi up --plan`), by URN, when there is one: only a plan
+	// tells a replace from an update. Without it the operation comes from
+	// Prior.
+	Ops map[string]string `json:"ops,omitempty"`
 }
 
 // WriteBundle writes b into dir as JSON readable by its owner only (rules

@@ -124,19 +124,13 @@ func (s *server) GetAnalyzerInfo(context.Context, *emptypb.Empty) (*pulumirpc.An
 				continue
 			}
 			info.Policies = append(info.Policies, &pulumirpc.PolicyInfo{
-				Name:             PolicyName(p, r.Name),
+				Name:             p.RuleName(r.Name),
 				Description:      fmt.Sprintf("%s rule %s", p, r.Name),
 				EnforcementLevel: level,
 			})
 		}
 	}
 	return info, nil
-}
-
-// PolicyName is how a rule is named to Pulumi (its output, its event
-// log): <kind>/<policy ID>/<rule>.
-func PolicyName(p policy.Policy, rule string) string {
-	return p.Kind + "/" + p.ID() + "/" + rule
 }
 
 func (s *server) Cancel(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
@@ -167,25 +161,18 @@ func (s *server) Analyze(ctx context.Context, req *pulumirpc.AnalyzeRequest) (*p
 	return resp, nil
 }
 
-// diagnostic is a finding as Pulumi reports it. Pulumi knows mandatory and
-// advisory only (a disabled rule is never evaluated). An undetermined
-// mandatory rule blocks in an update, where every input should be known:
-// what cannot be checked there is not let through.
+// diagnostic is a finding as Pulumi reports it.
 func diagnostic(p policy.Policy, f policy.Finding, dryRun bool) *pulumirpc.AnalyzeDiagnostic {
 	level := pulumirpc.EnforcementLevel_ADVISORY
-	if f.Blocks() || (f.Enforcement == policy.Mandatory && f.Outcome == policy.Undetermined && !dryRun) {
+	if f.Level(dryRun) == policy.Mandatory {
 		level = pulumirpc.EnforcementLevel_MANDATORY
 	}
-	msg := f.Message
-	if f.Outcome != policy.Violated {
-		msg = fmt.Sprintf("%s: %s", f.Outcome, f.Message)
-	}
 	return &pulumirpc.AnalyzeDiagnostic{
-		PolicyName:        PolicyName(p, f.Rule),
+		PolicyName:        p.RuleName(f.Rule),
 		PolicyPackName:    PackName,
 		PolicyPackVersion: PackVersion,
 		Description:       fmt.Sprintf("%s rule %s", p, f.Rule),
-		Message:           msg,
+		Message:           f.Text(),
 		EnforcementLevel:  level,
 		Urn:               f.URN,
 	}
@@ -200,24 +187,22 @@ func (s *server) resource(req *pulumirpc.AnalyzeRequest) (policy.Resource, error
 	}
 	if s.bundle.Prior != nil {
 		old, existed := s.bundle.Prior[r.URN]
-		switch {
+		if existed {
+			r.OldInputs = old
+		}
+		switch planned, ok := s.bundle.Ops[r.URN]; {
+		case ok:
+			r.Op = planned
 		case !existed:
 			r.Op = string(policy.Create)
 		case reflect.DeepEqual(unwrap(r.Inputs), any(old)):
-			r.Op = Same
-			r.OldInputs = old
+			r.Op = policy.Same
 		default:
 			r.Op = string(policy.Update)
-			r.OldInputs = old
 		}
 	}
 	return r, nil
 }
-
-// Same is the operation of a registration whose inputs did not change: a
-// rule without match.operations still applies (the policy holds for what
-// the program declares), one that lists operations does not.
-const Same = "same"
 
 // unwrap is inputs without the markers, as the prior state holds them.
 func unwrap(v any) any {
