@@ -43,14 +43,16 @@ func TestCrashLeavesNothing(t *testing.T) {
 	g.Expect(child.Start()).To(Succeed())
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 	var dir string
+	var lines []string // the child's output: why it failed, when it does
 	s := bufio.NewScanner(out)
 	for s.Scan() {
+		lines = append(lines, s.Text())
 		if f := strings.Fields(s.Text()); len(f) == 4 && f[0] == "CHILD" && f[1] == "READY" {
 			dir = f[2]
 			break
 		}
 	}
-	g.Expect(dir).NotTo(BeEmpty(), "the child never started its server")
+	g.Expect(dir).NotTo(BeEmpty(), "the child never started its server:\n%s", strings.Join(lines, "\n"))
 	g.Expect(dir).To(BeADirectory())
 	postmaster := postmasterPid(g, dir)
 	g.Expect(syscall.Kill(postmaster, 0)).To(Succeed())

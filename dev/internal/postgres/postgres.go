@@ -124,14 +124,25 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := initdb(ctx, bin, s.Dir, cred, superPassword); err != nil {
 		return nil, err
 	}
-	if s.Port, err = daemon.FreePort(); err != nil {
-		return nil, err
-	}
-	if err := s.start(bin, cred, opts.ListenAddrs); err != nil {
-		return nil, err
-	}
-	if err := s.createDatabase(ctx, bin, superPassword); err != nil {
-		return nil, err
+	// A port free when picked may be taken by another test process before
+	// the server binds it (FreePort's picks are unique within a process
+	// only): the server then exits at once, and is started again on
+	// another port.
+	for attempt := 1; ; attempt++ {
+		if s.Port, err = daemon.FreePort(); err != nil {
+			return nil, err
+		}
+		if err := s.start(bin, cred, opts.ListenAddrs); err != nil {
+			return nil, err
+		}
+		err = s.createDatabase(ctx, bin, superPassword)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errServerExited) || !strings.Contains(s.Log(), "Address already in use") || attempt == 3 {
+			return nil, err
+		}
+		s.cmd, s.done = nil, make(chan struct{})
 	}
 	s.bin = bin
 	s.superPassword = superPassword
@@ -207,6 +218,9 @@ func (s *Server) Stop() {
 		_ = os.RemoveAll(s.Dir)
 	}
 }
+
+// errServerExited: the server stopped while it was being set up.
+var errServerExited = errors.New("postgres: the server exited")
 
 // Log is the server's log, for failure reports.
 func (s *Server) Log() string {
@@ -337,7 +351,7 @@ func (s *Server) createDatabase(ctx context.Context, bin, superPassword string) 
 	for {
 		select {
 		case <-s.done:
-			return fmt.Errorf("postgres: the server exited:\n%s", s.Log())
+			return fmt.Errorf("%w:\n%s", errServerExited, s.Log())
 		default:
 		}
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
