@@ -185,6 +185,13 @@ type StackPolicyStatus struct {
 	// More counts the findings left out of Violations.
 	// +optional
 	More int32 `json:"more,omitempty"`
+	// Digest identifies the rules of Policies as the operation ran with
+	// them: when an operation they stopped (PolicyViolation,
+	// PolicyInvalid) is waiting to be retried, a change of the policies
+	// that select the Stack retries it at once.
+	// +kubebuilder:validation:MaxLength=80
+	// +optional
+	Digest string `json:"digest,omitempty"`
 }
 
 // PolicyViolation is one rule's finding on one resource.

@@ -92,7 +92,11 @@ func PlanChanges(data []byte, prior map[string]map[string]any, decrypt Decrypter
 			continue
 		}
 		typ, name := SplitURN(urn)
-		r := Resource{URN: urn, Type: typ, Name: name, Op: op, OldInputs: prior[urn]}
+		old, err := DecodeInputs(prior[urn], decrypt)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", urn, err)
+		}
+		r := Resource{URN: urn, Type: typ, Name: name, Op: op, OldInputs: old}
 		if rp.Goal != nil {
 			if rp.Goal.Type != "" {
 				r.Type = rp.Goal.Type
@@ -101,7 +105,7 @@ func PlanChanges(data []byte, prior map[string]map[string]any, decrypt Decrypter
 				r.Name = rp.Goal.Name
 			}
 			r.Provider.URN = providerURN(rp.Goal.Provider)
-			inputs, err := applyDiff(prior[urn], rp.Goal.InputDiff, decrypt)
+			inputs, err := applyDiff(old, rp.Goal.InputDiff, decrypt)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", urn, err)
 			}
@@ -182,6 +186,22 @@ func applyDiff(prior map[string]any, diff planDiff, decrypt Decrypter) (map[stri
 			}
 			out[k] = d
 		}
+	}
+	return out, nil
+}
+
+// DecodeInputs is DecodeState over a resource's inputs; nil stays nil.
+func DecodeInputs(inputs map[string]any, decrypt Decrypter) (map[string]any, error) {
+	if inputs == nil {
+		return nil, nil
+	}
+	out := make(map[string]any, len(inputs))
+	for k, v := range inputs {
+		d, err := DecodeState(v, decrypt)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", k, err)
+		}
+		out[k] = d
 	}
 	return out, nil
 }

@@ -113,8 +113,9 @@ func (o *operation) policyPack(ctx context.Context, human *engineLog) (pr *polic
 	return pr, append(args, "--policy-pack", link), cleanup, nil
 }
 
-// priorInputs are the inputs of the stack's resources by URN, secrets
-// revealed (the analyzer compares them with what the program declares):
+// priorInputs are the inputs of the stack's resources by URN, in Pulumi's
+// state form with each secret in plaintext (the analyzer compares them with
+// what the program declares; policy.DecodeState reads them):
 // read from a file:// backend's checkpoint, else through `pulumi stack
 // export --show-secrets` (one process more, only when a policy applies).
 // A stack with no state yet has none.
@@ -145,15 +146,17 @@ func (o *operation) priorInputs(ctx context.Context) (map[string]map[string]any,
 		return map[string]map[string]any{}, nil
 	}
 	// A checkpoint's secrets are ciphertext: the crypter is made at the
-	// first one (an export's are plaintext).
+	// first one (an export's are plaintext). They stay marked as secrets,
+	// in plaintext, so that a rule's message shows "[secret]" for them as
+	// for the new inputs.
 	var crypt *passphraseCrypter
-	reveal := func(v any) (any, error) {
-		plain, _, err := revealSecrets(v, crypt)
+	open := func(v any) (any, error) {
+		plain, err := plaintextSecrets(v, crypt)
 		if errors.Is(err, errNeedsCrypter) && crypt == nil && o.file != nil {
 			if crypt, err = o.stateCrypter(d); err != nil {
 				return nil, err
 			}
-			plain, _, err = revealSecrets(v, crypt)
+			plain, err = plaintextSecrets(v, crypt)
 		}
 		return plain, err
 	}
@@ -165,7 +168,7 @@ func (o *operation) priorInputs(ctx context.Context) (map[string]map[string]any,
 			if err := json.Unmarshal(raw, &v); err != nil {
 				return nil, fmt.Errorf("%s input %q: %w", r.URN, k, err)
 			}
-			plain, err := reveal(v)
+			plain, err := open(v)
 			if err != nil {
 				return nil, fmt.Errorf("%s input %q: %w", r.URN, k, err)
 			}
@@ -228,4 +231,39 @@ func policyViolation(findings []PolicyFinding) (string, bool) {
 		return "", false
 	}
 	return "PolicyViolation: " + strings.Join(lines, "; "), true
+}
+
+// plaintextSecrets is v with each secret in Pulumi's plaintext form
+// ({sig: secret, "plaintext": JSON}), ciphertext decrypted.
+func plaintextSecrets(v any, crypt *passphraseCrypter) (any, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		if t[secretSigKey] == secretSigValue {
+			text, err := secretText(t, crypt)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{secretSigKey: secretSigValue, "plaintext": text}, nil
+		}
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			p, err := plaintextSecrets(e, crypt)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = p
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			p, err := plaintextSecrets(e, crypt)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = p
+		}
+		return out, nil
+	}
+	return v, nil
 }

@@ -70,7 +70,7 @@ func TestRunPolicy(t *testing.T) {
 			MessageExpression: "'ConfigMap ' + resource.name + ' would be created ' + resource.inputs.data.acl"},
 		{Name: "stay-private", Match: policy.Match{Types: []string{"kubernetes:core/v1:ConfigMap"}, Operations: []policy.Operation{policy.Update}},
 			Expression:        "resource.inputs.data.acl == resource.oldInputs.data.acl || resource.inputs.data.acl == 'private'",
-			MessageExpression: "'acl would go from ' + resource.oldInputs.data.acl + ' to ' + resource.inputs.data.acl + ' (token ' + resource.inputs.data.token + ')'"},
+			MessageExpression: "'acl would go from ' + resource.oldInputs.data.acl + ' to ' + resource.inputs.data.acl + ' (token ' + resource.inputs.data.token + ', was ' + resource.oldInputs.data.token + ')'"},
 		{Name: "long-token", Enforcement: policy.Advisory, Match: policy.Match{Types: []string{"kubernetes:core/v1:ConfigMap"}},
 			Expression:        "resource.inputs.data.token.size() >= 32",
 			MessageExpression: "'token ' + resource.inputs.data.token + ' is short'"},
@@ -124,7 +124,7 @@ func TestRunPolicy(t *testing.T) {
 	// keeps its data.
 	update := e.run(spec(OpUp, "public"))
 	g.Expect(update.ErrorClass).To(Equal(ErrorPolicy), update.Message)
-	g.Expect(update.Message).To(Equal("PolicyViolation: " + urn + ": " + rule("stay-private") + ": acl would go from private to public (token [secret])"))
+	g.Expect(update.Message).To(Equal("PolicyViolation: " + urn + ": " + rule("stay-private") + ": acl would go from private to public (token [secret], was [secret])"))
 	g.Expect(data()).To(Equal(map[string]string{"acl": "private", "token": token}), "a refused update changed the ConfigMap")
 	noSecret(update)
 

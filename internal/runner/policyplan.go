@@ -42,8 +42,12 @@ func (o *operation) planPolicy(ctx context.Context, pr *policyRun, human *engine
 	switch o.spec.Type {
 	case OpDestroy:
 		var deletes []policy.Resource
-		for urn, inputs := range pr.prior {
+		for urn, raw := range pr.prior {
 			typ, name := policy.SplitURN(urn)
+			inputs, err := policy.DecodeInputs(raw, nil)
+			if err != nil {
+				return nil, fmt.Errorf("policy: %s: %w", urn, err)
+			}
 			deletes = append(deletes, policy.Resource{URN: urn, Type: typ, Name: name, Op: string(policy.Delete),
 				Inputs: map[string]any{}, OldInputs: inputs})
 		}

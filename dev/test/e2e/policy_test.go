@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +17,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
@@ -24,12 +30,14 @@ import (
 // the commit that fixes the program applies; an advisory rule gives an
 // event and a status entry only; a ClusterStackPolicy binds the Stack too;
 // a policy that does not compile reports InvalidRule with the rule and the
-// position, and the Stacks it selects make no change.
+// position, and the Stacks it selects make no change; fixing or relaxing
+// the policy that stopped a Stack runs it again at once, not at its retry.
 func TestPolicy(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
+	installPolicyReports(t) // before the controller starts: it finds the kind at once
 	f.start(t)
 
 	tenant := &v1alpha1.StackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "colors", Namespace: f.ns},
@@ -65,6 +73,10 @@ func TestPolicy(t *testing.T) {
 	stack := f.stack("guarded", func(s *v1alpha1.Stack) {
 		s.Labels = map[string]string{"guarded": "yes"}
 		s.Spec.Config["color"] = jsonValue("red")
+		// A failed attempt waits an hour for its retry: within this test,
+		// only a change (of the Stack, or of the policies that stopped it)
+		// runs it again.
+		s.Spec.RetryInterval = &metav1.Duration{Duration: time.Hour}
 	})
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	key := client.ObjectKeyFromObject(stack)
@@ -84,6 +96,14 @@ func TestPolicy(t *testing.T) {
 	g.Expect(s.Status.Policy.Violations).To(ContainElements(
 		v1alpha1.PolicyViolation{Policy: "StackPolicy/" + f.ns + "/colors/no-red", Enforcement: "mandatory", URN: urn, Message: "ConfigMap settings would be red"},
 		v1alpha1.PolicyViolation{Policy: "ClusterStackPolicy/sizes-" + f.ns + "/has-size", Enforcement: "advisory", URN: urn, Message: "every ConfigMap says its size"}))
+	// The verdicts as a PolicyReport (wgpolicyk8s.io), owned by the Stack.
+	report := waitPolicyReport(t, f.ns, "guarded", s.Status.History[0].ID)
+	g.Expect(report.summary).To(Equal(map[string]int64{"pass": 0, "fail": 1, "warn": 1, "error": 0, "skip": 0}))
+	g.Expect(report.results).To(Equal([]string{
+		"fail StackPolicy/" + f.ns + "/colors no-red " + urn + ": ConfigMap settings would be red",
+		"warn ClusterStackPolicy/sizes-" + f.ns + " has-size " + urn + ": every ConfigMap says its size"}))
+	g.Expect(report.scope).To(Equal("Stack " + f.ns + "/guarded " + string(s.UID)))
+	g.Expect(report.owner).To(Equal("Stack guarded " + string(s.UID)))
 
 	// The fix applies; the advisory rule still reports, as an event too.
 	s = getStack(g, key)
@@ -100,6 +120,11 @@ func TestPolicy(t *testing.T) {
 	g.Eventually(func() bool {
 		return hasLine(stackEvents(t, f.ns, "guarded"), "PolicyAdvisory")
 	}, time.Minute, time.Second).Should(BeTrue(), "an event for the advisory finding")
+	report = waitPolicyReport(t, f.ns, "guarded", s.Status.History[0].ID)
+	g.Expect(report.summary).To(Equal(map[string]int64{"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 0}))
+	g.Expect(report.results).To(Equal([]string{
+		"warn ClusterStackPolicy/sizes-" + f.ns + " has-size " + urn + ": every ConfigMap says its size",
+		"pass StackPolicy/" + f.ns + "/colors  : no rule found anything in up " + s.Status.History[0].ID}))
 
 	// A policy that does not compile: InvalidRule with where; the Stacks
 	// it selects make no change.
@@ -121,6 +146,41 @@ func TestPolicy(t *testing.T) {
 	s = waitNotReady(t, key, v1alpha1.PolicyInvalidReason)
 	g.Expect(readyMessage(s)).To(ContainSubstring("StackPolicy " + f.ns + "/broken selects this Stack and does not compile"))
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "green"), "no change while a policy cannot be checked")
+	invalidDigest := s.Status.Policy.Digest
+	g.Expect(invalidDigest).To(HavePrefix("sha256:"))
+	report = waitPolicyReport(t, f.ns, "guarded", s.Status.History[0].ID)
+	g.Expect(report.summary).To(HaveKeyWithValue("error", int64(1)))
+	g.Expect(report.results).To(ConsistOf(HavePrefix("error StackPolicy/" + f.ns + "/broken  : StackPolicy " + f.ns + "/broken selects this Stack and does not compile")))
+
+	// The policy is fixed: the Stack it stopped runs at once, though its
+	// retry is an hour away.
+	var p v1alpha1.StackPolicy
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(broken), &p)).To(Succeed())
+	before2 := p.DeepCopy()
+	p.Spec.Rules[0].Expression = "resource.inputs.data.color != 'black'"
+	p.Spec.Rules[0].Match = v1alpha1.PolicyMatch{Types: []string{"kubernetes:core/v1:ConfigMap"}}
+	g.Expect(env.Client.Patch(ctx, &p, client.MergeFrom(before2))).To(Succeed())
+	s = waitApplied(t, key, "")
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
+	g.Expect(s.Status.Policy.Digest).To(HavePrefix("sha256:"))
+	g.Expect(s.Status.Policy.Digest).NotTo(Equal(invalidDigest))
+
+	// A mandatory rule stops a change; the rule made advisory, the change
+	// applies at once, reported as an advisory finding.
+	s = getStack(g, key)
+	before = s.DeepCopy()
+	s.Spec.Config["color"] = jsonValue("red")
+	g.Expect(env.Client.Patch(ctx, s, client.MergeFrom(before))).To(Succeed())
+	s = waitNotReady(t, key, v1alpha1.PolicyViolationReason)
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenant), &p)).To(Succeed())
+	before2 = p.DeepCopy()
+	p.Spec.Rules[0].Enforcement = v1alpha1.EnforcementAdvisory
+	g.Expect(env.Client.Patch(ctx, &p, client.MergeFrom(before2))).To(Succeed())
+	s = waitApplied(t, key, "")
+	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "red"))
+	g.Expect(s.Status.Policy.Violations).To(ContainElement(
+		v1alpha1.PolicyViolation{Policy: "StackPolicy/" + f.ns + "/colors/no-red", Enforcement: "advisory", URN: urn, Message: "ConfigMap settings would be red"}))
 	g.Expect(strings.Count(f.ctrl.Logs(t), "panic")).To(BeZero())
 }
 
@@ -187,4 +247,103 @@ func TestPolicyApproval(t *testing.T) {
 	approve(t, key, plan.ID)
 	waitApplied(t, key, red)
 	g.Expect(configMapData(g, f.ns, "approval-managed")).To(HaveKeyWithValue("color", "red"))
+}
+
+var policyReportsOnce sync.Once
+
+// installPolicyReports installs the wgpolicyk8s.io PolicyReport CRD into
+// the tests' API server, once (testdata/crds: Kyverno's kind, which the
+// controller writes where it is served).
+func installPolicyReports(t *testing.T) {
+	t.Helper()
+	policyReportsOnce.Do(func() {
+		data, err := os.ReadFile(filepath.Join("testdata", "crds", "policyreports.wgpolicyk8s.io.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &crd.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	})
+	NewWithT(t).Eventually(func(g Gomega) {
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "policyreports.wgpolicyk8s.io"}, crd)).To(Succeed())
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		established := false
+		for _, c := range conds {
+			m := c.(map[string]any)
+			established = established || (m["type"] == "Established" && m["status"] == "True")
+		}
+		g.Expect(established).To(BeTrue())
+		// Served: a list answers (a CRD just established may not yet).
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("wgpolicyk8s.io/v1alpha2")
+		list.SetKind("PolicyReportList")
+		g.Expect(env.Client.List(context.Background(), list, client.InNamespace("default"))).To(Succeed())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+}
+
+// policyReportView is what a test compares of a PolicyReport: its summary,
+// each result as "<result> <policy> <rule> <urn>: <message>", its scope as
+// "<kind> <namespace>/<name> <uid>" and its controller as "<kind> <name> <uid>".
+type policyReportView struct {
+	summary      map[string]int64
+	results      []string
+	scope, owner string
+}
+
+// waitPolicyReport waits for the PolicyReport of Stack name written by
+// operation id, and reads it.
+func waitPolicyReport(t *testing.T, ns, name, id string) policyReportView {
+	t.Helper()
+	var v policyReportView
+	NewWithT(t).Eventually(func(g Gomega) {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("wgpolicyk8s.io/v1alpha2")
+		u.SetKind("PolicyReport")
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "stackpilot-stack-" + name}, u)).To(Succeed())
+		v = policyReportView{summary: map[string]int64{}}
+		summary, _, _ := unstructured.NestedMap(u.Object, "summary")
+		for k, n := range summary {
+			v.summary[k], _ = n.(int64)
+		}
+		results, _, _ := unstructured.NestedSlice(u.Object, "results")
+		var ids []string
+		for _, r := range results {
+			m := r.(map[string]any)
+			props, _ := m["properties"].(map[string]any)
+			ids = append(ids, fmt.Sprint(props["operationID"]))
+			urn := ""
+			if props["urn"] != nil {
+				urn = fmt.Sprint(props["urn"])
+			}
+			g.Expect(m["source"]).To(Equal("stackpilot"))
+			g.Expect(m["timestamp"]).To(HaveKey("seconds"))
+			v.results = append(v.results, fmt.Sprintf("%v %v %v %s: %v", m["result"], m["policy"], valueOr(m["rule"]), urn, m["message"]))
+		}
+		for _, id2 := range ids {
+			g.Expect(id2).To(Equal(id), "a result of another operation")
+		}
+		scope, _, _ := unstructured.NestedStringMap(u.Object, "scope")
+		v.scope = fmt.Sprintf("%s %s/%s %s", scope["kind"], scope["namespace"], scope["name"], scope["uid"])
+		for _, o := range u.GetOwnerReferences() {
+			if o.Controller != nil && *o.Controller {
+				v.owner = fmt.Sprintf("%s %s %s", o.Kind, o.Name, o.UID)
+			}
+		}
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	return v
+}
+
+func valueOr(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
 }

@@ -2,6 +2,10 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -26,11 +30,68 @@ func (e *InvalidError) Error() string {
 	return fmt.Sprintf("%s selects this Stack and does not compile: %s", e.Policy, e.Message)
 }
 
-// For gathers the policies that select stack, ClusterStackPolicies first,
-// each kind by name: nil when none does. Policies are read from c (the
-// manager's cache); the Stack's Namespace, for a namespaceSelector, from
-// reader (one GET, uncached: the controller watches no Namespace).
-func For(ctx context.Context, c, reader client.Reader, stack *v1alpha1.Stack) (*runner.PolicySpec, error) {
+// For gathers the policies that select stack (Selecting) and compiles
+// them: nil when none does. Digest is that of the policies it returns.
+func For(ctx context.Context, c, reader client.Reader, stack *v1alpha1.Stack) (spec *runner.PolicySpec, digest string, err error) {
+	out, err := Selecting(ctx, c, reader, stack)
+	if invalid, ok := errors.AsType[*InvalidError](err); ok {
+		// A selector that does not parse: the error stands for the policies
+		// (its fix, or the policy's delete, changes the digest).
+		return nil, digestOf([]byte(invalid.Error())), err
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if len(out) == 0 {
+		return nil, "", nil
+	}
+	digest = Digest(out)
+	for _, p := range out {
+		if _, err := policy.Compile(p); err != nil {
+			return nil, digest, &InvalidError{Policy: p.String(), Message: Invalid(err)}
+		}
+	}
+	return &runner.PolicySpec{Stack: policy.Stack{Namespace: stack.Namespace, Name: stack.Name, Labels: stack.Labels}, Policies: out}, digest, nil
+}
+
+// DigestFor is the digest For would give, without compiling the rules.
+func DigestFor(ctx context.Context, c, reader client.Reader, stack *v1alpha1.Stack) (string, error) {
+	out, err := Selecting(ctx, c, reader, stack)
+	if invalid, ok := errors.AsType[*InvalidError](err); ok {
+		return digestOf([]byte(invalid.Error())), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return Digest(out), nil
+}
+
+// Digest identifies what a set of selecting policies enforces: their
+// kinds, names and rules, not their metadata. "" for none. A Stack that a
+// policy stopped is retried at once when the digest of the policies that
+// select it differs from the one its operation ran with.
+func Digest(policies []policy.Policy) string {
+	if len(policies) == 0 {
+		return ""
+	}
+	data, err := json.Marshal(policies)
+	if err != nil { // plain data: cannot fail
+		panic(fmt.Sprintf("policy digest: %v", err))
+	}
+	return digestOf(data)
+}
+
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Selecting lists the policies that select stack, ClusterStackPolicies
+// first, each kind by name, without compiling them. Policies are read from
+// c (the manager's cache); the Stack's Namespace, for a namespaceSelector,
+// from reader (one GET, uncached: the controller watches no Namespace). A
+// selector that does not parse is an InvalidError.
+func Selecting(ctx context.Context, c, reader client.Reader, stack *v1alpha1.Stack) ([]policy.Policy, error) {
 	var out []policy.Policy
 	var clusterPolicies v1alpha1.ClusterStackPolicyList
 	if err := c.List(ctx, &clusterPolicies); err != nil {
@@ -76,15 +137,7 @@ func For(ctx context.Context, c, reader client.Reader, stack *v1alpha1.Stack) (*
 			out = append(out, StackPolicy(p))
 		}
 	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	for _, p := range out {
-		if _, err := policy.Compile(p); err != nil {
-			return nil, &InvalidError{Policy: p.String(), Message: Invalid(err)}
-		}
-	}
-	return &runner.PolicySpec{Stack: policy.Stack{Namespace: stack.Namespace, Name: stack.Name, Labels: stack.Labels}, Policies: out}, nil
+	return out, nil
 }
 
 // selects says whether sel (nil: everything) matches set.

@@ -52,6 +52,10 @@ type decideInput struct {
 
 	Interrupted bool // an operation of ours was found unfinished (and counted in Failures)
 	Requested   bool // a person asked for a reconcile now (annotation changed)
+	// PolicyChanged: the failing attempt was stopped by a policy
+	// (PolicyViolation, PolicyInvalid), and the policies that select the
+	// Stack now are not those it ran with.
+	PolicyChanged bool
 	// LastAttemptRemediate: the newest finished attempt was a remediate.
 	LastAttemptRemediate bool
 	// RemediateOff: the newest finished attempt is a remediate that did not
@@ -188,6 +192,10 @@ func decideApply(in decideInput) decision {
 		return decision{Action: ActionNone, Why: "up to date"}
 	case in.Requested:
 		return decision{Action: ActionUp, Why: "reconcile requested"}
+	case in.PolicyChanged:
+		// A platform team that fixes or relaxes a rule should not wait out
+		// the backoff of every Stack the rule stopped.
+		return decision{Action: ActionUp, Why: "the policies that stopped the operation changed"}
 	}
 	due := in.LastAttemptFinished.Add(backoff(in.Failures, in.RetryInterval, in.Interval))
 	if !in.Now.Before(due) {

@@ -116,6 +116,9 @@ func TestDecide(t *testing.T) {
 		}, want: ActionUp},
 		{name: "failed, spec change runs at once despite backoff", base: failed, mutate: func(in *decideInput) { in.InputsDigest = "sha256:9" }, want: ActionUp},
 		{name: "failed, reconcile requested skips the backoff", base: failed, mutate: func(in *decideInput) { in.Requested = true }, want: ActionUp},
+		// A policy that stopped the up changed (fixed, relaxed, deleted):
+		// the up runs again at once, not after the backoff.
+		{name: "failed, the policies that stopped it changed: retried at once", base: failed, mutate: func(in *decideInput) { in.PolicyChanged = true }, want: ActionUp},
 		// Applied before program digests were recorded, at another revision:
 		// nothing to compare with, so one up.
 		{name: "no program digest recorded, new revision", base: applied, mutate: func(in *decideInput) {

@@ -53,7 +53,7 @@ func (r *StackReconciler) runPreview(ctx context.Context, st *reconcileState, pl
 		rec.Plan = "" // it made none
 	}
 	finishRecord(ctx, st, &rec, res)
-	r.reportPolicy(st, string(rec.Type), res)
+	r.reportPolicy(ctx, st, string(rec.Type), res)
 	return res, &rec, nil
 }
 

@@ -10,7 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	controllerpolicy "github.com/stackpilot/stackpilot/internal/controllers/policy"
@@ -43,11 +46,12 @@ func init() { metrics.Registry.MustRegister(policyViolationsTotal) }
 // does. A selecting policy that does not compile is an error: with a guard
 // that cannot load, no change is made.
 func (r *StackReconciler) gatherPolicies(ctx context.Context, st *reconcileState, typ runner.OperationType) error {
-	st.policy = nil
+	st.policy, st.policyDigest = nil, ""
 	if !policyApplies(typ) {
 		return nil
 	}
-	p, err := controllerpolicy.For(ctx, r.Client, r.APIReader, st.stack)
+	p, digest, err := controllerpolicy.For(ctx, r.Client, r.APIReader, st.stack)
+	st.policyDigest = digest
 	if err != nil {
 		return err
 	}
@@ -77,11 +81,12 @@ func recordPolicy(st *reconcileState, operationID string, res *runner.Result) {
 		return
 	}
 	if st.policy == nil && res.ErrorClass != runner.ErrorPolicyInvalid {
+		st.policyDropped = stack.Status.Policy != nil
 		stack.Status.Policy = nil
 		apimeta.RemoveStatusCondition(&stack.Status.Conditions, v1alpha1.PolicyCompliantCondition)
 		return
 	}
-	status := &v1alpha1.StackPolicyStatus{OperationID: operationID}
+	status := &v1alpha1.StackPolicyStatus{OperationID: operationID, Digest: st.policyDigest}
 	if st.policy != nil {
 		for _, p := range st.policy.Policies {
 			status.Policies = append(status.Policies, p.Kind+"/"+p.ID())
@@ -119,10 +124,12 @@ func recordPolicy(st *reconcileState, operationID string, res *runner.Result) {
 	apimeta.SetStatusCondition(&stack.Status.Conditions, cond)
 }
 
-// reportPolicy counts an operation's findings and records its advisory ones
+// reportPolicy counts an operation's findings, records its advisory ones
 // as Warning events (a mandatory one fails the operation, whose event says
-// so).
-func (r *StackReconciler) reportPolicy(st *reconcileState, action string, res *runner.Result) {
+// so), and writes them as a PolicyReport where that kind is served
+// (policy_report.go).
+func (r *StackReconciler) reportPolicy(ctx context.Context, st *reconcileState, action string, res *runner.Result) {
+	r.writePolicyReport(ctx, st, res)
 	events := 0
 	for _, f := range res.Policy {
 		policy, rule := splitPolicyName(f.Policy)
@@ -143,4 +150,63 @@ func splitPolicyName(name string) (policy, rule string) {
 		return name, ""
 	}
 	return name[:i], name[i+1:]
+}
+
+// policyChanged says whether the newest attempt failed because of a policy
+// (a mandatory violation, or a selecting policy that does not compile) and
+// the policies that select the Stack have changed since: their digest
+// differs from status.policy.digest. Only Stacks a policy stopped pay for
+// the look (the policies are listed from the cache; a namespaceSelector
+// costs one Namespace GET).
+func (r *StackReconciler) policyChanged(ctx context.Context, st *reconcileState) bool {
+	stack := st.stack
+	if stack.Status.Failures == 0 || !stoppedByPolicy(stack) {
+		return false
+	}
+	digest, err := controllerpolicy.DigestFor(ctx, r.Client, r.APIReader, stack)
+	if err != nil {
+		return false // the policies cannot be read now: the backoff retries
+	}
+	ran := ""
+	if stack.Status.Policy != nil {
+		ran = stack.Status.Policy.Digest
+	}
+	return digest != ran
+}
+
+// stoppedByPolicy is true when the newest finished attempt (drift checks
+// and skips left out) failed with PolicyViolation or PolicyInvalid.
+func stoppedByPolicy(stack *v1alpha1.Stack) bool {
+	for _, h := range stack.Status.History {
+		if h.FinishedAt != nil && h.Type != v1alpha1.OperationDriftCheck && h.Outcome != v1alpha1.OutcomeSkipped {
+			return h.Outcome == v1alpha1.OutcomeFailed &&
+				(h.Reason == v1alpha1.PolicyViolationReason || h.Reason == v1alpha1.PolicyInvalidReason)
+		}
+	}
+	return false
+}
+
+// stoppedByPolicies maps a StackPolicy (its namespace's Stacks) or a
+// ClusterStackPolicy (every Stack this controller serves) created, deleted
+// or changed to the Stacks whose failing attempt a policy stopped: decide
+// retries them at once if the policies that select them changed. A
+// Namespace's labels are not watched: a namespaceSelector that comes to
+// match or stops matching is seen at the Stack's retry.
+func (r *StackReconciler) stoppedByPolicies(ctx context.Context, obj client.Object) []reconcile.Request {
+	var opts []client.ListOption
+	if obj.GetNamespace() != "" {
+		opts = append(opts, client.InNamespace(obj.GetNamespace()))
+	}
+	var stacks v1alpha1.StackList
+	if err := r.List(ctx, &stacks, opts...); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range stacks.Items {
+		s := &stacks.Items[i]
+		if s.Status.Failures > 0 && stoppedByPolicy(s) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+	}
+	return reqs
 }

@@ -33,7 +33,8 @@ type Options struct {
 // SetupWithManager registers the reconciler: Stacks trigger on spec changes and
 // reconcile-now requests, and the Stacks that depend on a Stack trigger when
 // its status changes in a way they wait for (setup_dependencies.go); Secrets
-// and ConfigMaps they reference trigger on change.
+// and ConfigMaps they reference trigger on change, and so do the policies
+// that may select them, for the Stacks a policy stopped (policies.go).
 // Only the metadata of Secrets and ConfigMaps is watched, so no Secret data is
 // cached in the controller's memory.
 func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
@@ -52,6 +53,10 @@ func (r *StackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing("ConfigMap")),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Watches(&v1alpha1.StackPolicy{}, handler.EnqueueRequestsFromMapFunc(r.stoppedByPolicies),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ClusterStackPolicy{}, handler.EnqueueRequestsFromMapFunc(r.stoppedByPolicies),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
 	if opts.AllStacks != nil {
 		b = b.WatchesRawSource(r.otherShardsSource(opts.AllStacks))

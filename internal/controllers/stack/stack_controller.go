@@ -87,8 +87,14 @@ type reconcileState struct {
 	stack *v1alpha1.Stack
 	// policy is what the operation starting now enforces (policies.go);
 	// nil when no policy selects the Stack, or for another operation type.
-	policy  *runner.PolicySpec
-	patcher *patch.SerialPatcher
+	// policyDigest is that of the selecting policies, "" when none does
+	// (status.policy.digest: a change retries what they stopped).
+	policy       *runner.PolicySpec
+	policyDigest string
+	// policyDropped: this operation found no policy selecting the Stack,
+	// where the one before had some (its PolicyReport goes).
+	policyDropped bool
+	patcher       *patch.SerialPatcher
 	// patchClient is the patcher's client (freshReads after refresh); nil
 	// is the reconciler's.
 	patchClient client.Client

@@ -50,6 +50,7 @@ func (r *StackReconciler) decide(ctx context.Context, st *reconcileState) (stepR
 		RetryInterval:        stack.GetRetryInterval(),
 		Interval:             stack.GetRequeueAfter(),
 	}
+	in.PolicyChanged = r.policyChanged(ctx, st)
 	rollbackInput(stack, st, &in)
 	st.decision = decide(in)
 	return stepContinue, nil

@@ -126,7 +126,7 @@ func (r *StackReconciler) operateWith(ctx context.Context, st *reconcileState, t
 	operationSeconds.WithLabelValues(string(recType)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
 	finishRecord(ctx, st, &rec, res)
 	r.recordRepairs(stack, &rec, res) // a torn file:// state the runner repaired (operation_repairs.go)
-	r.reportPolicy(st, string(recType), res)
+	r.reportPolicy(ctx, st, string(recType), res)
 
 	if res.Outcome == runner.OutcomeSucceeded {
 		stack.Status.Failures = 0

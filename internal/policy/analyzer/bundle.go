@@ -40,8 +40,10 @@ type Bundle struct {
 	// Policies apply to the Stack, in the order findings list them.
 	Policies []policy.Policy `json:"policies"`
 	// Prior holds each resource's inputs as the last operation left them,
-	// by URN: the engine does not tell an analyzer whether a resource is
-	// created or updated, nor what it was. A URN missing from Prior is a
+	// by URN, in Pulumi's state form with secrets in plaintext (so that a
+	// rule's message masks them; policy.DecodeInputs reads them): the
+	// engine does not tell an analyzer whether a resource is created or
+	// updated, nor what it was. A URN missing from Prior is a
 	// create. Prior is nil when the state is unknown (no operation type
 	// then: only rules that match every operation apply).
 	Prior map[string]map[string]any `json:"prior"`

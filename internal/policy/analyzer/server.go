@@ -186,7 +186,11 @@ func (s *server) resource(req *pulumirpc.AnalyzeRequest) (policy.Resource, error
 		r.Provider = policy.Provider{Type: p.GetType(), Name: p.GetName(), URN: p.GetUrn(), Inputs: decodeStruct(p.GetProperties())}
 	}
 	if s.bundle.Prior != nil {
-		old, existed := s.bundle.Prior[r.URN]
+		raw, existed := s.bundle.Prior[r.URN]
+		old, err := policy.DecodeInputs(raw, nil)
+		if err != nil {
+			return r, fmt.Errorf("the prior inputs: %w", err)
+		}
 		if existed {
 			r.OldInputs = old
 		}
@@ -195,7 +199,7 @@ func (s *server) resource(req *pulumirpc.AnalyzeRequest) (policy.Resource, error
 			r.Op = planned
 		case !existed:
 			r.Op = string(policy.Create)
-		case reflect.DeepEqual(unwrap(r.Inputs), any(old)):
+		case reflect.DeepEqual(unwrap(r.Inputs), unwrap(old)):
 			r.Op = policy.Same
 		default:
 			r.Op = string(policy.Update)
