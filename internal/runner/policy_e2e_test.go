@@ -63,6 +63,9 @@ func TestRunPolicy(t *testing.T) {
 	kube := kubeEnv(t)
 	ns := kube.Namespace(t)
 	const token = "tok-policy-9f8e7d6c"
+	// The refused update rotates the token too: its message shows the old
+	// one, a secret of the state only, masked all the same.
+	const rotated = "tok-policy-rotated-5a4b3c2d"
 	const urn = "urn:pulumi:dev::guarded::kubernetes:core/v1:ConfigMap::settings"
 	guard := policy.Policy{Kind: "StackPolicy", Namespace: ns, Name: "guard", Rules: []policy.Rule{
 		{Name: "private", Match: policy.Match{Types: []string{"kubernetes:core/v1:ConfigMap"}, Operations: []policy.Operation{policy.Create}},
@@ -75,9 +78,13 @@ func TestRunPolicy(t *testing.T) {
 			Expression:        "resource.inputs.data.token.size() >= 32",
 			MessageExpression: "'token ' + resource.inputs.data.token + ' is short'"},
 	}}
-	spec := func(typ OperationType, acl string) Spec {
+	spec := func(typ OperationType, acl string, tok ...string) Spec {
+		value := token
+		if len(tok) > 0 {
+			value = tok[0]
+		}
 		s := e.spec(typ, ConfigValue{Key: "namespace", Value: ns}, ConfigValue{Key: "kubeconfig", Value: kube.Kubeconfig},
-			ConfigValue{Key: "acl", Value: acl}, ConfigValue{Key: "token", Value: token, Secret: true})
+			ConfigValue{Key: "acl", Value: acl}, ConfigValue{Key: "token", Value: value, Secret: true})
 		s.Policy = &PolicySpec{Stack: policy.Stack{Namespace: ns, Name: "app"}, Policies: []policy.Policy{guard}}
 		return s
 	}
@@ -95,6 +102,7 @@ func TestRunPolicy(t *testing.T) {
 		t.Helper()
 		out, _ := json.Marshal(res)
 		g.Expect(string(out)).NotTo(ContainSubstring(token), "the secret token in the result")
+		g.Expect(string(out)).NotTo(ContainSubstring(rotated), "the secret token in the result")
 	}
 	rule := func(name string) string { return "StackPolicy/" + ns + "/guard/" + name }
 
@@ -122,7 +130,7 @@ func TestRunPolicy(t *testing.T) {
 
 	// An update refused with the old inputs from the state: the ConfigMap
 	// keeps its data.
-	update := e.run(spec(OpUp, "public"))
+	update := e.run(spec(OpUp, "public", rotated))
 	g.Expect(update.ErrorClass).To(Equal(ErrorPolicy), update.Message)
 	g.Expect(update.Message).To(Equal("PolicyViolation: " + urn + ": " + rule("stay-private") + ": acl would go from private to public (token [secret], was [secret])"))
 	g.Expect(data()).To(Equal(map[string]string{"acl": "private", "token": token}), "a refused update changed the ConfigMap")
