@@ -73,10 +73,6 @@ func TestPolicy(t *testing.T) {
 	stack := f.stack("guarded", func(s *v1alpha1.Stack) {
 		s.Labels = map[string]string{"guarded": "yes"}
 		s.Spec.Config["color"] = jsonValue("red")
-		// A failed attempt waits an hour for its retry: within this test,
-		// only a change (of the Stack, or of the policies that stopped it)
-		// runs it again.
-		s.Spec.RetryInterval = &metav1.Duration{Duration: time.Hour}
 	})
 	g.Expect(env.Client.Create(ctx, stack)).To(Succeed())
 	key := client.ObjectKeyFromObject(stack)
@@ -139,8 +135,12 @@ func TestPolicy(t *testing.T) {
 		g.Expect(c.Reason).To(Equal(v1alpha1.InvalidRuleReason))
 		g.Expect(c.Message).To(ContainSubstring("rule typo: expression (line 1, column 50): undefined field 'nme'"))
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	// From now on a failed attempt waits an hour for its retry: within this
+	// test, only a change (of the Stack, or of the policies that stopped it)
+	// runs it again.
 	s = getStack(g, key)
 	before = s.DeepCopy()
+	s.Spec.RetryInterval = &metav1.Duration{Duration: time.Hour}
 	s.Spec.Config["color"] = jsonValue("blue")
 	g.Expect(env.Client.Patch(ctx, s, client.MergeFrom(before))).To(Succeed())
 	s = waitNotReady(t, key, v1alpha1.PolicyInvalidReason)
@@ -160,7 +160,7 @@ func TestPolicy(t *testing.T) {
 	p.Spec.Rules[0].Expression = "resource.inputs.data.color != 'black'"
 	p.Spec.Rules[0].Match = v1alpha1.PolicyMatch{Types: []string{"kubernetes:core/v1:ConfigMap"}}
 	g.Expect(env.Client.Patch(ctx, &p, client.MergeFrom(before2))).To(Succeed())
-	s = waitApplied(t, key, "")
+	s = waitAppliedAfterPolicy(t, key)
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
 	g.Expect(s.Status.Policy.Digest).To(HavePrefix("sha256:"))
 	g.Expect(s.Status.Policy.Digest).NotTo(Equal(invalidDigest))
@@ -177,7 +177,7 @@ func TestPolicy(t *testing.T) {
 	before2 = p.DeepCopy()
 	p.Spec.Rules[0].Enforcement = v1alpha1.EnforcementAdvisory
 	g.Expect(env.Client.Patch(ctx, &p, client.MergeFrom(before2))).To(Succeed())
-	s = waitApplied(t, key, "")
+	s = waitAppliedAfterPolicy(t, key)
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "red"))
 	g.Expect(s.Status.Policy.Violations).To(ContainElement(
 		v1alpha1.PolicyViolation{Policy: "StackPolicy/" + f.ns + "/colors/no-red", Enforcement: "advisory", URN: urn, Message: "ConfigMap settings would be red"}))
@@ -247,6 +247,22 @@ func TestPolicyApproval(t *testing.T) {
 	approve(t, key, plan.ID)
 	waitApplied(t, key, red)
 	g.Expect(configMapData(g, f.ns, "approval-managed")).To(HaveKeyWithValue("color", "red"))
+}
+
+// waitAppliedAfterPolicy is waitApplied for a Stack a policy's change
+// should run again: a failure for another reason is retried on request
+// (retryOtherFailure), never one the policy still causes.
+func waitAppliedAfterPolicy(t *testing.T, key client.ObjectKey) *v1alpha1.Stack {
+	t.Helper()
+	var last *v1alpha1.Stack
+	requested := map[string]bool{}
+	NewWithT(t).Eventually(func(g Gomega) {
+		last = getStack(g, key)
+		retryOtherFailure(t, last, requested)
+		g.Expect(conditions.IsReady(last)).To(BeTrue(), "Ready: %s", readyMessage(last))
+		g.Expect(last.Status.ObservedGeneration).To(Equal(last.Generation))
+	}, 4*time.Minute, time.Second).Should(Succeed())
+	return last
 }
 
 var policyReportsOnce sync.Once
