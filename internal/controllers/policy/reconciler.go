@@ -75,8 +75,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	before := obj.DeepCopyObject().(client.Object)
 	cond := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue,
 		Reason: v1alpha1.PolicyCompiledReason, Message: "every rule compiled", ObservedGeneration: obj.GetGeneration()}
-	if _, err := policy.Compile(r.compile(obj)); err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.InvalidRuleReason, Invalid(err)
+	if invalid := compiled.check(r.compile(obj)); invalid != "" {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.InvalidRuleReason, invalid
 	}
 	conds := obj.GetConditions()
 	apimeta.SetStatusCondition(&conds, cond)

@@ -47,8 +47,8 @@ func For(ctx context.Context, c, reader client.Reader, stack *v1alpha1.Stack) (s
 	}
 	digest = Digest(out)
 	for _, p := range out {
-		if _, err := policy.Compile(p); err != nil {
-			return nil, digest, &InvalidError{Policy: p.String(), Message: Invalid(err)}
+		if invalid := compiled.check(p); invalid != "" {
+			return nil, digest, &InvalidError{Policy: p.String(), Message: invalid}
 		}
 	}
 	return &runner.PolicySpec{Stack: policy.Stack{Namespace: stack.Namespace, Name: stack.Name, Labels: stack.Labels}, Policies: out}, digest, nil
