@@ -158,6 +158,11 @@ func decideRollback(in decideInput) (decision, bool) {
 			return decision{Action: ActionRollback, Why: "the rollback was interrupted"}, true
 		case in.Requested:
 			return decision{}, false // a person asks to try the change again
+		case in.PolicyChanged && in.LastAttemptOutcome == v1alpha1.OutcomeFailed:
+			// A policy refused the rollback and has changed since: as a
+			// person's request would, try the change again (and, failing,
+			// roll it back under the policies as they are now).
+			return decision{}, false
 		case in.LastAttemptOutcome == v1alpha1.OutcomeSucceeded:
 			return decision{Action: ActionRolledBack, Why: "the change was rolled back"}, true
 		}

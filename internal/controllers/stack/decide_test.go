@@ -215,6 +215,12 @@ func TestDecideRollback(t *testing.T) {
 		{name: "rollback failed, reconcile requested: the change is tried again", base: rolledBack, mutate: func(in *decideInput) {
 			in.LastAttemptOutcome, in.Requested = v1alpha1.OutcomeFailed, true
 		}, want: ActionUp},
+		{name: "rollback refused by a policy that changed since: the change is tried again", base: rolledBack, mutate: func(in *decideInput) {
+			in.LastAttemptOutcome, in.PolicyChanged = v1alpha1.OutcomeFailed, true
+		}, want: ActionUp},
+		{name: "rollback succeeded, policies changed: still held", base: rolledBack, mutate: func(in *decideInput) {
+			in.PolicyChanged = true
+		}, want: ActionRolledBack},
 		{name: "rollback interrupted: runs again", base: rolledBack, mutate: func(in *decideInput) {
 			in.LastAttemptOutcome, in.Interrupted, in.InterruptedRollbacks = v1alpha1.OutcomeInterrupted, true, 1
 		}, want: ActionRollback},
