@@ -7,7 +7,9 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-# Pinned tool versions. Each tool is built from its own module under dev/tools/.
+# Pinned tool versions. Each tool is built from a module under dev/tools/; tools
+# whose dependencies overlap share one (flux: source- and kustomize-controller;
+# devtools: controller-gen, staticcheck, helm), so those compile once.
 K8S_VERSION              := v1.34.3
 ETCD_VERSION             := v3.6.13
 PULUMI_VERSION           := v3.276.0
@@ -58,9 +60,9 @@ tools-lane-kubernetes:
 	@$(BUILD_TOOL) kubelet $(K8S_VERSION) $(TOOLS)/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kubectl $(K8S_VERSION) $(TOOLS)/kubernetes ./kubectl -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) etcd $(ETCD_VERSION) $(TOOLS)/etcd . -ldflags "$(LDFLAGS)"
-	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) $(TOOLS)/source-controller github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
+	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) $(TOOLS)/flux github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
 	@dev/hack/flux-crds.sh $(SOURCE_CONTROLLER_VERSION)
-	@$(BUILD_TOOL) kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) $(TOOLS)/kustomize-controller github.com/fluxcd/kustomize-controller -ldflags "$(LDFLAGS)"
+	@$(BUILD_TOOL) kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) $(TOOLS)/flux github.com/fluxcd/kustomize-controller -ldflags "$(LDFLAGS)"
 	@dev/hack/kustomize-crds.sh $(KUSTOMIZE_CONTROLLER_VERSION)
 	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) $(TOOLS)/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) $(TOOLS)/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"

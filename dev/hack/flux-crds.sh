@@ -10,7 +10,7 @@ if [[ "$(cat "$out/.version" 2>/dev/null)" == "$version" ]]; then
 	exit 0
 fi
 # `go list -m` only reports a module already in the module cache.
-moddir=$(cd "$root/dev/tools/source-controller" && go mod download github.com/fluxcd/source-controller && go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)
+moddir=$(cd "$root/dev/tools/flux" && go mod download github.com/fluxcd/source-controller && go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)
 if [[ -z $moddir ]]; then
 	echo "flux-crds: github.com/fluxcd/source-controller is not in the module cache after go mod download" >&2
 	exit 1

@@ -12,7 +12,7 @@ if [[ "$(cat "$out/.version" 2>/dev/null)" == "$version" ]]; then
 	exit 0
 fi
 # `go list -m` only reports a module already in the module cache.
-moddir=$(cd "$root/dev/tools/kustomize-controller" && go mod download github.com/fluxcd/kustomize-controller && go list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)
+moddir=$(cd "$root/dev/tools/flux" && go mod download github.com/fluxcd/kustomize-controller && go list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)
 if [[ -z $moddir ]]; then
 	echo "kustomize-crds: github.com/fluxcd/kustomize-controller is not in the module cache after go mod download" >&2
 	exit 1

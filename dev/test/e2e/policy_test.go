@@ -171,7 +171,7 @@ func TestPolicy(t *testing.T) {
 	before = s.DeepCopy()
 	s.Spec.Config["color"] = jsonValue("red")
 	g.Expect(env.Client.Patch(ctx, s, client.MergeFrom(before))).To(Succeed())
-	s = waitNotReady(t, key, v1alpha1.PolicyViolationReason)
+	waitNotReady(t, key, v1alpha1.PolicyViolationReason)
 	g.Expect(configMapData(g, f.ns, "app-settings")).To(HaveKeyWithValue("color", "blue"))
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenant), &p)).To(Succeed())
 	before2 = p.DeepCopy()
