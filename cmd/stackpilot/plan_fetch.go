@@ -63,3 +63,36 @@ func (e *endpoint) fetchPlan(ctx context.Context, ns, name, id string) (*plan.Do
 	}
 	return &d, nil
 }
+
+// fetchPolicyInput reads what policy rules are tested on of plan id of
+// Stack ns/name (wire.PolicyInputContent), its errors as fetchPlan's.
+func (e *endpoint) fetchPolicyInput(ctx context.Context, ns, name, id string) (*plan.PolicyInput, error) {
+	resp, err := e.get(ctx, wire.PolicyInputURL(e.base, ns, name, id), wire.ContentJSON)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 2*maxPlanBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the plan from %s: %w", e.via, err)
+	}
+	if len(body) > 2*maxPlanBytes {
+		return nil, fmt.Errorf("%s answered more than %d MiB: not a plan", e.via, 2*maxPlanBytes>>20)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, e.refusal(resp.StatusCode, body, "the plans", ns, name, func(msg string) error {
+			return &planNotFoundError{msg: fmt.Sprintf("%s has no such plan: %s", e.via, msg)}
+		})
+	}
+	var in plan.PolicyInput
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fmt.Errorf("%s answered something that is not a plan: %v", e.via, err)
+	}
+	switch {
+	case in.APIVersion != plan.PolicyInputAPIVersion:
+		return nil, fmt.Errorf("%s answered apiVersion %q; this CLI reads %s: use a CLI of the controller's version", e.via, in.APIVersion, plan.PolicyInputAPIVersion)
+	case in.ID != id || in.Namespace != ns || in.Name != name:
+		return nil, fmt.Errorf("%s answered plan %s of %s/%s, not plan %s of %s/%s", e.via, in.ID, in.Namespace, in.Name, id, ns, name)
+	}
+	return &in, nil
+}

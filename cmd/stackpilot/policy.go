@@ -27,6 +27,8 @@ type policyTestOptions struct {
 	stack  string
 	labels map[string]string
 	output string
+	// controller is the way to the pending plan (--stack without --plan).
+	controller controllerOptions
 }
 
 func (c *cli) newPolicyCmd() *cobra.Command {
@@ -39,28 +41,38 @@ func (c *cli) newPolicyCmd() *cobra.Command {
 func (c *cli) newPolicyTestCmd() *cobra.Command {
 	opts := policyTestOptions{output: "text"}
 	cmd := &cobra.Command{
-		Use:   "test -f POLICY.yaml --plan FILE",
-		Short: "Evaluate policy rules against a saved Pulumi update plan; exit 3 on a mandatory violation",
+		Use:   "test -f POLICY.yaml (--plan FILE | --stack NAME)",
+		Short: "Evaluate policy rules against a saved Pulumi update plan or a Stack's pending plan; exit 3 on a mandatory violation",
 		Long: `Reads StackPolicy and ClusterStackPolicy documents (-f, as many as you like,
-"-" for stdin; several documents to a file) and a Pulumi update plan, the
-file ` + "`pulumi preview --save-plan FILE`" + ` writes, and evaluates every rule on
-every change the plan holds, the way the controller does in an up: creates,
-updates, replaces and unchanged resources by the rules that match them,
-deletes by the rules that list delete. Nothing is read from the cluster and
-no selector is applied: every rule of every policy given is evaluated.
+"-" for stdin; several documents to a file) and an update plan, and
+evaluates every rule on every change the plan holds, the way the controller
+does in an up: creates, updates, replaces and unchanged resources by the
+rules that match them, deletes by the rules that list delete. No selector
+is applied: every rule of every policy given is evaluated.
 
-A plan holds only the inputs a change sets; give --state (the output of
-` + "`pulumi stack export`" + `, with --show-secrets or not) for the inputs as they
-are, which rules read as resource.oldInputs, and which make up an update's
-unchanged inputs. Secrets the plan or the state hold encrypted are unknown
-to rules: a verdict that depends on one is "undetermined".
+The plan is either a file (--plan), the one ` + "`pulumi preview --save-plan FILE`" + `
+writes, and then nothing is read from the cluster; or the pending plan of
+a Stack (--stack without --plan: spec.approval.mode Manual or PreviewOnly),
+read from the controller as ` + "`stackpilot plan`" + ` reads it (the same flags, the
+same need: get on the Stack), with the inputs of the stack's resources as
+they were when the plan was made. Rules then read the Stack's namespace,
+name and labels.
+
+A plan holds only the inputs a change sets; with --plan give --state (the
+output of ` + "`pulumi stack export`" + `, with --show-secrets or not) for the inputs as
+they are, which rules read as resource.oldInputs, and which make up an
+update's unchanged inputs. Secrets are unknown to rules (a pending plan's
+are masked before they leave the controller; a file's stay encrypted): a
+verdict that depends on one is "undetermined".
 
 Exit codes:
   0  no mandatory rule is violated (advisory and undetermined findings are printed)
-  1  error: a policy does not compile (each broken rule is printed with its position), a file cannot be read
+  1  error: a policy does not compile (each broken rule is printed with its position), a file cannot be read,
+     the Stack has no pending plan or the controller does not serve it
   2  usage error
   3  a mandatory rule is violated, or could not be evaluated`,
-		Example: `  pulumi preview --save-plan plan.json
+		Example: `  stackpilot policy test -f guardrails.yaml --stack web -n infra
+  pulumi preview --save-plan plan.json
   stackpilot policy test -f guardrails.yaml --plan plan.json
   pulumi stack export > state.json
   stackpilot policy test -f org.yaml -f team.yaml --plan plan.json --state state.json -o json`,
@@ -69,8 +81,14 @@ Exit codes:
 			if len(opts.files) == 0 {
 				return usageErrorf("policy test needs -f with the policies to test")
 			}
-			if opts.plan == "" {
-				return usageErrorf("policy test needs --plan: the file `pulumi preview --save-plan` writes")
+			if opts.plan == "" && opts.stack == "" {
+				return usageErrorf("policy test needs --plan FILE (what `pulumi preview --save-plan` writes) or --stack NAME (a Stack with a pending plan)")
+			}
+			if opts.plan == "" && len(opts.labels) > 0 {
+				return usageErrorf("--stack-labels goes with --plan: a Stack's own labels are read with its plan")
+			}
+			if _, err := opts.controller.check(); err != nil {
+				return err
 			}
 			if opts.output != "text" && opts.output != "json" {
 				return usageErrorf("-o %q: want text or json", opts.output)
@@ -81,13 +99,15 @@ Exit codes:
 	cmd.Flags().StringArrayVarP(&opts.files, "filename", "f", nil, "A file of StackPolicy and ClusterStackPolicy documents, or - for stdin (repeatable).")
 	cmd.Flags().StringVar(&opts.plan, "plan", "", "The Pulumi update plan to test (pulumi preview --save-plan FILE).")
 	cmd.Flags().StringVar(&opts.state, "state", "", "The stack's state as pulumi stack export prints it: the inputs before the change.")
-	cmd.Flags().StringVar(&opts.stack, "stack", "", "What rules read as stack.namespace and stack.name, as NAMESPACE/NAME.")
-	cmd.Flags().StringToStringVar(&opts.labels, "stack-labels", nil, "What rules read as stack.labels, as key=value pairs.")
+	cmd.Flags().StringVar(&opts.stack, "stack", "", "Without --plan: the Stack (in -n's namespace) whose pending plan is tested. With --plan: what rules read as stack.namespace and stack.name, as NAMESPACE/NAME.")
+	cmd.Flags().StringToStringVar(&opts.labels, "stack-labels", nil, "With --plan: what rules read as stack.labels, as key=value pairs.")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", opts.output, "Output format: text or json.")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	_ = cmd.MarkFlagFilename("plan", "json")
 	_ = cmd.MarkFlagFilename("state", "json")
+	_ = cmd.RegisterFlagCompletionFunc("stack", c.completeStacks)
+	opts.controller.addFlags(cmd.Flags(), "the pending plan (with --stack)")
 	return cmd
 }
 
@@ -137,25 +157,15 @@ func (c *cli) policyTest(ctx context.Context, opts policyTestOptions) error {
 	if len(broken) > 0 {
 		return &exitError{code: 1, msg: "policies that do not compile (nothing was evaluated):\n  " + strings.Join(broken, "\n  ")}
 	}
-	prior, err := readStateInputs(opts.state)
+	var changes []policy.Resource
+	var stack policy.Stack
+	if opts.plan != "" {
+		changes, stack, err = planFileChanges(opts)
+	} else {
+		changes, stack, err = c.pendingPlanChanges(opts)
+	}
 	if err != nil {
 		return err
-	}
-	data, err := os.ReadFile(opts.plan)
-	if err != nil {
-		return fmt.Errorf("--plan: %w", err)
-	}
-	changes, err := policy.PlanChanges(data, prior, nil)
-	if err != nil {
-		return fmt.Errorf("--plan %s: %w", opts.plan, err)
-	}
-	stack := policy.Stack{Labels: opts.labels}
-	if opts.stack != "" {
-		ns, name, ok := strings.Cut(opts.stack, "/")
-		if !ok || ns == "" || name == "" {
-			return usageErrorf("--stack %q: want NAMESPACE/NAME", opts.stack)
-		}
-		stack.Namespace, stack.Name = ns, name
 	}
 	report := policyTestReport{Changes: map[string]int{}, Findings: []policyTestFinding{}}
 	for _, cp := range compiled {
@@ -191,6 +201,74 @@ func (c *cli) policyTest(ctx context.Context, opts policyTestOptions) error {
 		return &exitError{code: 3}
 	}
 	return nil
+}
+
+// planFileChanges are the changes of --plan, read with --state, and the
+// Stack --stack and --stack-labels describe.
+func planFileChanges(opts policyTestOptions) ([]policy.Resource, policy.Stack, error) {
+	stack := policy.Stack{Labels: opts.labels}
+	if opts.stack != "" {
+		ns, name, ok := strings.Cut(opts.stack, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, stack, usageErrorf("--stack %q: with --plan, want NAMESPACE/NAME", opts.stack)
+		}
+		stack.Namespace, stack.Name = ns, name
+	}
+	prior, err := readStateInputs(opts.state)
+	if err != nil {
+		return nil, stack, err
+	}
+	data, err := os.ReadFile(opts.plan)
+	if err != nil {
+		return nil, stack, fmt.Errorf("--plan: %w", err)
+	}
+	changes, err := policy.PlanChanges(data, prior, nil)
+	if err != nil {
+		return nil, stack, fmt.Errorf("--plan %s: %w", opts.plan, err)
+	}
+	return changes, stack, nil
+}
+
+// pendingPlanChanges are the changes of the pending plan of the Stack
+// --stack names, read from the controller with the inputs the preview kept,
+// and that Stack as rules see it.
+func (c *cli) pendingPlanChanges(opts policyTestOptions) ([]policy.Resource, policy.Stack, error) {
+	if opts.state != "" {
+		return nil, policy.Stack{}, usageErrorf("--state goes with --plan: a pending plan is read with the inputs its preview kept")
+	}
+	var changes []policy.Resource
+	var stack policy.Stack
+	err := c.withStack(opts.stack, func(ctx context.Context, _ *stackGetter, s *v1alpha1.Stack) error {
+		if s.Status.PendingPlan == nil {
+			// An error, not plan's exit 3: here 3 means a violation.
+			err := noPendingPlan(s)
+			var ee *exitError
+			if errors.As(err, &ee) {
+				ee.code = 1
+			}
+			return err
+		}
+		stack = policy.Stack{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels}
+		ep, err := c.controllerEndpoint(opts.controller.forStack(s))
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, planFetchTimeout)
+		defer cancel()
+		in, err := ep.fetchPolicyInput(ctx, s.Namespace, s.Name, s.Status.PendingPlan.ID)
+		if err != nil {
+			return fmt.Errorf("the pending plan %s of Stack %s/%s: %w", s.Status.PendingPlan.ID, s.Namespace, s.Name, err)
+		}
+		if in.PriorInputs == nil {
+			c.warnf("plan %s was kept without the inputs of the stack's resources before it (its preview's engine log says why): an update's unchanged inputs and resource.oldInputs are unknown to rules", in.ID)
+		}
+		changes, err = policy.PlanChanges(in.Plan, in.PriorInputs, nil)
+		if err != nil {
+			return fmt.Errorf("the pending plan %s of Stack %s/%s: %w", in.ID, s.Namespace, s.Name, err)
+		}
+		return nil
+	})
+	return changes, stack, err
 }
 
 func printPolicyTest(w io.Writer, r policyTestReport, changes int) {

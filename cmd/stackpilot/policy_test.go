@@ -153,6 +153,8 @@ func TestPolicyTestRefusesBrokenInput(t *testing.T) {
 		{"no plan", testPolicies, []string{"--plan", ""}, 2, "needs --plan"},
 		{"not a plan", testPolicies, []string{"--plan", writeTestFile(t, "x.json", `{"a": 1}`)}, 1, "not a Pulumi update plan"},
 		{"a bad --stack", testPolicies, []string{"--stack", "app"}, 2, "want NAMESPACE/NAME"},
+		{"labels for a pending plan", testPolicies, []string{"--plan", "", "--stack", "app", "--stack-labels", "a=b"}, 2, "--stack-labels goes with --plan"},
+		{"a state for a pending plan", testPolicies, []string{"--plan", "", "--stack", "app", "--state", plan}, 2, "--state goes with --plan"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"policy", "test", "-f", writeTestFile(t, "p.yaml", tc.policies), "--plan", plan}, tc.args...)

@@ -25,6 +25,7 @@
 //	POST /v1/operations/{id}/log?offset=N  engine log bytes from offset N
 //	PUT  /v1/operations/{id}/progress  a runner.Progress document
 //	PUT  /v1/operations/{id}/plan      a preview's saved plan (OpPreview with a Plan only)
+//	PUT  /v1/operations/{id}/plan-inputs  the prior inputs kept beside it (runner.PlanInputs), after the plan
 //	PUT  /v1/operations/{id}/result    the runner.Result, once
 //	GET  /v1/operations/{id}/deps/{key}  a dependency cache entry of the operation's namespace (depcache.go)
 //	PUT  /v1/operations/{id}/deps/{key}  a new one, after the Pod installed the program's dependencies

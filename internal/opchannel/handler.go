@@ -61,6 +61,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+pathPrefix+"{id}/log", s.guard(s.postLog))
 	mux.HandleFunc("PUT "+pathPrefix+"{id}/progress", s.guard(s.putProgress))
 	mux.HandleFunc("PUT "+pathPrefix+"{id}/plan", s.guard(s.putPlan))
+	mux.HandleFunc("PUT "+pathPrefix+"{id}/plan-inputs", s.guard(s.putPlanInputs))
 	mux.HandleFunc("PUT "+pathPrefix+"{id}/result", s.guard(s.putResult))
 	mux.HandleFunc("GET "+pathPrefix+"{id}/deps/{key}", s.guard(s.getDeps))
 	mux.HandleFunc("PUT "+pathPrefix+"{id}/deps/{key}", s.guard(s.putDeps))
@@ -234,6 +235,37 @@ func (s *Server) putPlan(w http.ResponseWriter, r *http.Request, reg *registrati
 	}
 	if err != nil {
 		http.Error(w, "the controller cannot write the plan", http.StatusInternalServerError)
+	}
+}
+
+// putPlanInputs keeps the prior inputs a preview sends after its plan
+// (runner.PlanInputsFile), beside the plan.
+func (s *Server) putPlanInputs(w http.ResponseWriter, r *http.Request, reg *registration) {
+	if reg.op.Spec.Type != runner.OpPreview || reg.op.Spec.Plan == "" {
+		http.Error(w, "this operation saves no plan", http.StatusBadRequest)
+		return
+	}
+	body, ok := readBody(w, r, MaxPlanBytes)
+	if !ok {
+		return
+	}
+	var doc runner.PlanInputs
+	if err := json.Unmarshal(body, &doc); err != nil {
+		http.Error(w, "plan inputs: not a document of prior inputs", http.StatusBadRequest)
+		return
+	}
+	reg.logMu.Lock()
+	defer reg.logMu.Unlock()
+	if reg.posted != nil {
+		http.Error(w, "the result is in: the plan can no longer change", http.StatusConflict)
+		return
+	}
+	err := os.MkdirAll(filepath.Dir(reg.op.Spec.Plan), 0o700)
+	if err == nil {
+		err = atomicfile.Write(runner.PlanInputsFile(reg.op.Spec.Plan), body, 0o600)
+	}
+	if err != nil {
+		http.Error(w, "the controller cannot write the plan inputs", http.StatusInternalServerError)
 	}
 }
 

@@ -243,6 +243,9 @@ func run(runCtx, ctx context.Context, c *podClient, spec runner.Spec) runner.Res
 		if err := sendPlan(ctx, c, spec.Plan); err != nil {
 			res.Outcome, res.ErrorClass = runner.OutcomeFailed, runner.ErrorInternal
 			res.Message = fmt.Sprintf("the preview saved a plan the controller did not take: %v", err)
+		} else {
+			// Best effort, as in the runner: the plan applies without them.
+			_ = sendPlanInputs(ctx, c, runner.PlanInputsFile(spec.Plan))
 		}
 	}
 	return res
@@ -255,6 +258,19 @@ func sendPlan(ctx context.Context, c *podClient, path string) error {
 	}
 	return retry(ctx, resultPatience, func(ctx context.Context) error {
 		_, err := c.send(ctx, http.MethodPut, "plan", nil, b)
+		return err
+	})
+}
+
+// sendPlanInputs sends the prior inputs the runner kept beside the plan
+// (runner.PlanInputsFile), when it kept them.
+func sendPlanInputs(ctx context.Context, c *podClient, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return retry(ctx, resultPatience, func(ctx context.Context) error {
+		_, err := c.send(ctx, http.MethodPut, "plan-inputs", nil, b)
 		return err
 	})
 }

@@ -220,3 +220,39 @@ func TestArtifactRoundTrip(t *testing.T) {
 		t.Errorf(".git travelled: %v", err)
 	}
 }
+
+// A preview's prior inputs are kept beside its plan (runner.PlanInputsFile);
+// what is not such a document, or comes for an operation that saves no
+// plan, is refused and nothing is written.
+func TestPlanInputsAreKeptBesideThePlan(t *testing.T) {
+	c := newChannel(t, nil)
+	tree, digest := makeTree(t, map[string]string{"Pulumi.yaml": "name: a\nruntime: yaml\n"})
+	plan := filepath.Join(t.TempDir(), "plans", "p1", "plan.json")
+	op := newOp(t, "op-inputs", tree, digest, runner.Spec{Type: runner.OpPreview, Plan: plan})
+	cred, err := c.srv.Register(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, text := c.call(http.MethodPut, op.ID, "plan-inputs", cred, []byte("not json")); code != http.StatusBadRequest {
+		t.Errorf("a body that is no document: %d %q, want 400", code, text)
+	}
+	if _, err := os.Stat(runner.PlanInputsFile(plan)); !os.IsNotExist(err) {
+		t.Fatalf("a refused document was written (%v)", err)
+	}
+	doc := `{"resources":{"urn:a":{"data":{"k":"v"}}}}`
+	if code, text := c.call(http.MethodPut, op.ID, "plan-inputs", cred, []byte(doc)); code != http.StatusOK {
+		t.Fatalf("plan inputs: %d %q", code, text)
+	}
+	if got := fileText(t, runner.PlanInputsFile(plan)); got != doc {
+		t.Errorf("kept %q, want %q", got, doc)
+	}
+
+	up := newOp(t, "op-up", tree, digest, runner.Spec{Type: runner.OpUp, Plan: filepath.Join(t.TempDir(), "plan.json")})
+	credUp, err := c.srv.Register(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := c.call(http.MethodPut, up.ID, "plan-inputs", credUp, []byte(doc)); code != http.StatusBadRequest {
+		t.Errorf("an up's plan inputs: %d, want 400", code)
+	}
+}

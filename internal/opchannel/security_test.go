@@ -33,6 +33,7 @@ func endpoints(id string) []struct {
 		{http.MethodPost, "log?offset=0", []byte("a line\n")},
 		{http.MethodPut, "progress", prog},
 		{http.MethodPut, "plan", []byte("{}")},
+		{http.MethodPut, "plan-inputs", []byte(`{"resources":{}}`)},
 		{http.MethodPut, "result", res},
 	}
 }
@@ -73,6 +74,9 @@ func TestOtherCredentialsAreRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(a.Spec.Plan); !os.IsNotExist(err) {
 		t.Errorf("op-a's plan was written (%v)", err)
+	}
+	if _, err := os.Stat(runner.PlanInputsFile(a.Spec.Plan)); !os.IsNotExist(err) {
+		t.Errorf("op-a's plan inputs were written (%v)", err)
 	}
 	noResult(t, c.srv, "op-a")
 

@@ -242,6 +242,7 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 	if err := o.checkPreviewPlan(ctx, pr); err != nil {
 		return stepErr(phaseOperation, err)
 	}
+	o.savePlanInputs(ctx, pr, human)
 	if o.spec.Type != OpUp {
 		return nil
 	}

@@ -120,8 +120,10 @@ func preparePlanFile(spec Spec) error {
 		if err := os.MkdirAll(filepath.Dir(spec.Plan), 0o700); err != nil {
 			return fmt.Errorf("the folder of the plan file: %w", err)
 		}
-		if err := os.Remove(spec.Plan); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove the earlier plan: %w", err)
+		for _, f := range []string{spec.Plan, PlanInputsFile(spec.Plan)} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove the earlier plan: %w", err)
+			}
 		}
 	}
 	return nil

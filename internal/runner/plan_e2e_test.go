@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/stackpilot/stackpilot/internal/policy"
 	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
@@ -160,6 +161,9 @@ func TestRunUpdatePlan(t *testing.T) {
 	g.Expect(p2.Outcome).To(Equal(OutcomeSucceeded), p2.Message)
 	g.Expect(p2.Resources).To(ConsistOf(ResourceChange{URN: managedURN, Type: "kubernetes:core/v1:ConfigMap",
 		Op: "update", Properties: []string{"data"}, Paths: []string{"data.greeting", "data.token"}}))
+	// Beside the plan, the inputs before the change, secrets masked: with
+	// them the plan's update has its unchanged inputs (metadata.name).
+	checkPlanInputs(t, filepath.Join(plans, "p2.json"), managedURN, "tok-aaaa-1111", "tok-bbbb-2222")
 	setUpstream("hola", "tok-cccc-3333")
 	u2 := up("p2.json")
 	g.Expect(u2.Outcome).To(Equal(OutcomeFailed))
@@ -220,6 +224,32 @@ func TestRunUpdatePlan(t *testing.T) {
 	u6 := withRefresh(OpUp, "p6.json")
 	g.Expect(u6.ErrorClass).To(Equal(ErrorPlanInvalid), u6.Message)
 	g.Expect(configMap("plan-managed")).To(HaveKeyWithValue("greeting", "drifted"))
+}
+
+// checkPlanInputs reads the prior inputs kept beside plan (PlanInputsFile):
+// the plan's update of urn, read with them, has every input, the inputs
+// before it as oldInputs, and no secret in plaintext.
+func checkPlanInputs(t *testing.T, plan, urn string, secrets ...string) {
+	t.Helper()
+	g := NewWithT(t)
+	raw, err := os.ReadFile(PlanInputsFile(plan))
+	g.Expect(err).NotTo(HaveOccurred(), "the plan's prior inputs")
+	for _, s := range secrets {
+		g.Expect(string(raw)).NotTo(ContainSubstring(s), "a secret among the kept inputs")
+	}
+	var doc PlanInputs
+	g.Expect(json.Unmarshal(raw, &doc)).To(Succeed())
+	g.Expect(doc.Resources).To(HaveKey(urn))
+	data, err := os.ReadFile(plan)
+	g.Expect(err).NotTo(HaveOccurred())
+	changes, err := policy.PlanChanges(data, doc.Resources, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	i := slices.IndexFunc(changes, func(r policy.Resource) bool { return r.URN == urn })
+	g.Expect(i).NotTo(Equal(-1), "the plan changes %s", urn)
+	g.Expect(changes[i].Op).To(Equal("update"))
+	g.Expect(changes[i].Inputs).To(HaveKey("metadata"), "an unchanged input, from the prior inputs")
+	g.Expect(changes[i].OldInputs).To(HaveKey("metadata"))
+	g.Expect(changes[i].OldInputs["data"]).To(HaveKeyWithValue("token", policy.Secret{Value: policy.Unknown{}}), "the secret, masked")
 }
 
 // TestRunFailedPreviewLeavesNoPlan: a plan left at the path by an earlier

@@ -18,6 +18,12 @@ import (
 //	GET /plans/<namespace>/<name>       the Stack's pending plan
 //	GET /plans/<namespace>/<name>/<id>  plan <id> of the Stack, while it is kept
 //
+// With ?content=policy-input either serves the plan's plan.PolicyInput
+// instead: Pulumi's update plan and the inputs before it, which hold
+// values (non-secret inputs; secrets masked), for `stackpilot policy test
+// --stack`. Reading it needs the same get on the Stack: it shows what
+// `pulumi preview --diff` shows a reader of the stack.
+//
 // Only to a caller who may get that Stack (readableStack, as the logs):
 // a plan names every resource and changed property of a stack. Without a
 // bearer token it is 401, without get on the Stack 403; anything else is a
@@ -59,8 +65,30 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no pending plan", key))
 		return
 	}
-	doc, err := h.Store.Document(stack.UID, id)
-	if errors.Is(err, plan.ErrNotFound) || (err == nil && (doc.Namespace != key.Namespace || doc.Name != key.Name)) {
+	var body any
+	var ns, name string
+	switch content := req.URL.Query().Get(wire.ContentParam); content {
+	case "":
+		doc, err := h.Store.Document(stack.UID, id)
+		if err == nil {
+			body, ns, name = doc, doc.Namespace, doc.Name
+		}
+		h.answer(w, key, id, body, ns, name, err)
+	case wire.PolicyInputContent:
+		in, err := h.Store.PolicyInput(stack.UID, id)
+		if err == nil {
+			body, ns, name = in, in.Namespace, in.Name
+		}
+		h.answer(w, key, id, body, ns, name, err)
+	default:
+		wire.WriteError(w, http.StatusBadRequest, fmt.Sprintf("%s=%q: want %s, or none for the plan's document", wire.ContentParam, content, wire.PolicyInputContent))
+	}
+}
+
+// answer writes body, plan id of the Stack key as the store read it (for
+// the Stack ns/name), or the store's error.
+func (h *PlanHandler) answer(w http.ResponseWriter, key client.ObjectKey, id string, body any, ns, name string, err error) {
+	if errors.Is(err, plan.ErrNotFound) || (err == nil && (ns != key.Namespace || name != key.Name)) {
 		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no plan %q: it was applied, replaced, or never made", key, id))
 		return
 	}
@@ -69,5 +97,5 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", wire.ContentJSON)
-	_ = json.NewEncoder(w).Encode(doc)
+	_ = json.NewEncoder(w).Encode(body)
 }

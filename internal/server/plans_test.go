@@ -64,12 +64,24 @@ func TestPlanHandler(t *testing.T) {
 	code, body = get("/plans/ns/web/plan-0")
 	g.Expect(code).To(Equal(http.StatusOK))
 	g.Expect(body["id"]).To(Equal("plan-0"))
+	// The policy input: the stored update plan, to the same readers only.
+	code, body = get("/plans/ns/web?content=policy-input")
+	g.Expect(code).To(Equal(http.StatusOK))
+	g.Expect(body["apiVersion"]).To(Equal(plan.PolicyInputAPIVersion))
+	g.Expect(body["id"]).To(Equal("plan-1"))
+	g.Expect(body["plan"]).To(Equal(map[string]any{"pulumi": "plan"}), "plantest's stand-in for the update plan")
+	code, _ = getAs("bob-token", "/plans/ns/web?content=policy-input")
+	g.Expect(code).To(Equal(http.StatusForbidden))
+	code, body = get("/plans/ns/web?content=values")
+	g.Expect(code).To(Equal(http.StatusBadRequest))
+	g.Expect(body["error"]).To(ContainSubstring("want policy-input"))
 	for path, want := range map[string]string{
-		"/plans/ns/web/plan-9": "no plan",
-		"/plans/ns/idle":       "no pending plan",
-		"/plans/ns/gone":       "no Stack",
-		"/plans/ns":            "use /plans/",
-		"/plans/ns/web/a/b":    "use /plans/",
+		"/plans/ns/web/plan-9?content=policy-input": "no plan",
+		"/plans/ns/web/plan-9":                      "no plan",
+		"/plans/ns/idle":                            "no pending plan",
+		"/plans/ns/gone":                            "no Stack",
+		"/plans/ns":                                 "use /plans/",
+		"/plans/ns/web/a/b":                         "use /plans/",
 	} {
 		code, body := get(path)
 		g.Expect(code).To(Equal(http.StatusNotFound), path)

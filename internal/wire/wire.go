@@ -16,6 +16,8 @@ const (
 	LogsPath = "/logs/"
 	// PlansPath serves a Stack's full plans, as JSON (plan.Document):
 	//	GET /plans/<namespace>/<name>[/<id>]
+	// and, with ?content=policy-input, what policy rules are tested on
+	// (plan.PolicyInput).
 	PlansPath = "/plans/"
 
 	// TokenHeader carries the caller's bearer token. Why not Authorization:
@@ -31,6 +33,12 @@ const (
 	// FollowParam asks for a running operation's log to be streamed until
 	// it ends; see Follows.
 	FollowParam = "follow"
+	// ContentParam chooses what the plans path serves of a plan: the
+	// Document by default, PolicyInputContent for the rules' input.
+	ContentParam = "content"
+	// PolicyInputContent asks for a plan's Pulumi update plan and prior
+	// inputs, secrets masked (plan.PolicyInput).
+	PolicyInputContent = "policy-input"
 
 	// ContentJSON is the type of the plans and of every error.
 	ContentJSON = "application/json"
@@ -84,4 +92,12 @@ func PlanURL(base *url.URL, namespace, name, id string) *url.URL {
 		return base.JoinPath(strings.Trim(PlansPath, "/"), namespace, name)
 	}
 	return base.JoinPath(strings.Trim(PlansPath, "/"), namespace, name, id)
+}
+
+// PolicyInputURL is where base serves the policy input of the Stack's plan
+// id ("" for its pending one).
+func PolicyInputURL(base *url.URL, namespace, name, id string) *url.URL {
+	u := PlanURL(base, namespace, name, id)
+	u.RawQuery = url.Values{ContentParam: {PolicyInputContent}}.Encode()
+	return u
 }

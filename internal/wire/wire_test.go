@@ -19,6 +19,7 @@ func TestURLsAndPaths(t *testing.T) {
 		{LogsURL(base, "infra", "web", "up-1", true).String(), base.String() + "/logs/infra/web?follow=1&operation=up-1"},
 		{PlanURL(base, "infra", "web", "").String(), base.String() + "/plans/infra/web"},
 		{PlanURL(base, "infra", "web", "plan-1").String(), base.String() + "/plans/infra/web/plan-1"},
+		{PolicyInputURL(base, "infra", "web", "").String(), base.String() + "/plans/infra/web?content=policy-input"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %s, want %s", tc.got, tc.want)

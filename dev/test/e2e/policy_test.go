@@ -204,6 +204,24 @@ func TestPolicyApproval(t *testing.T) {
 	key := client.ObjectKeyFromObject(stack)
 	blue := waitPlan(t, key, f.commit, "", v1alpha1.AwaitingApprovalReason).Status.PendingPlan
 
+	// Before the policy exists, its rules are tried on the pending plan.
+	redOnly := writePolicyFile(t, `apiVersion: stackpilot.dev/v1alpha1
+kind: StackPolicy
+metadata: {name: red-only, namespace: `+f.ns+`}
+spec:
+  rules:
+  - name: red
+    match: {types: ["kubernetes:core/v1:ConfigMap"]}
+    expression: resource.inputs.data.color == 'red'
+    messageExpression: "stack.name + ': color ' + resource.inputs.data.color + ' is not red'"
+`)
+	// As `stackpilot plan` reads it: a reader of the Stack's token.
+	ctrl := []string{"--controller-url", "https://" + f.ctrl.LogsAddr, "--insecure-skip-tls-verify", "--token", stackReaderToken(t, f.ns)}
+	out, errOut, code := mustPlanCLI(t, f.ns, append([]string{"policy", "test", "-f", redOnly, "--stack", "guarded"}, ctrl...)...)
+	g.Expect(code).To(Equal(3), "a mandatory violation of the pending plan\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	g.Expect(out).To(ContainSubstring("create urn:pulumi:"))
+	g.Expect(out).To(ContainSubstring("guarded: color blue is not red"))
+
 	only := &v1alpha1.StackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "red-only", Namespace: f.ns},
 		Spec: v1alpha1.StackPolicySpec{Rules: []v1alpha1.PolicyRule{{
 			Name: "red", Match: v1alpha1.PolicyMatch{Types: []string{"kubernetes:core/v1:ConfigMap"}},
@@ -247,6 +265,37 @@ func TestPolicyApproval(t *testing.T) {
 	approve(t, key, plan.ID)
 	waitApplied(t, key, red)
 	g.Expect(configMapData(g, f.ns, "approval-managed")).To(HaveKeyWithValue("color", "red"))
+
+	// A change of what exists, tried before approval: the rules see the
+	// inputs the plan leaves as they are (metadata.name) and those before
+	// it (oldInputs), which the preview kept beside the plan.
+	g.Expect(env.Client.Delete(ctx, only)).To(Succeed())
+	yellow := f.commitColor(t, key, "yellow")
+	waitPlan(t, key, yellow, plan.ID, v1alpha1.AwaitingApprovalReason)
+	keep := writePolicyFile(t, `apiVersion: stackpilot.dev/v1alpha1
+kind: ClusterStackPolicy
+metadata: {name: keep-colors}
+spec:
+  rules:
+  - name: same-color
+    match: {types: ["kubernetes:core/v1:ConfigMap"], operations: [update, replace]}
+    expression: resource.inputs.data.color == resource.oldInputs.data.color
+    messageExpression: "resource.inputs.metadata.name + ' goes from ' + resource.oldInputs.data.color + ' to ' + resource.inputs.data.color"
+`)
+	out, errOut, code = mustPlanCLI(t, f.ns, append([]string{"policy", "test", "-f", keep, "--stack", "guarded", "-o", "json"}, ctrl...)...)
+	g.Expect(code).To(Equal(3), "stdout:\n%s\nstderr:\n%s", out, errOut)
+	g.Expect(out).To(ContainSubstring(`"message": "approval-managed goes from red to yellow"`))
+	g.Expect(errOut).NotTo(ContainSubstring("without the inputs"))
+}
+
+// writePolicyFile writes policies for `stackpilot policy test -f`.
+func writePolicyFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // waitAppliedAfterPolicy is waitApplied for a Stack a policy's change
