@@ -32,6 +32,10 @@ const (
 	// PolicyInvalidReason: a policy that selects the Stack does not compile,
 	// so the Stack's changes cannot be checked and none is made.
 	PolicyInvalidReason = "PolicyInvalid"
+	// PolicyPackFailedReason: a policy pack of spec.policyPacks could not be
+	// fetched, has no PulumiPolicy.yaml, or cannot run in the runner's image
+	// (no language host for its runtime); nothing ran.
+	PolicyPackFailedReason = "PolicyPackFailed"
 	// NoViolationReason: the last up or preview found nothing.
 	NoViolationReason = "NoViolation"
 	// AdvisoryViolationReason: the last up or preview found advisory

@@ -160,6 +160,46 @@ type StackSpec struct {
 	// a new revision or new inputs fails.
 	// +optional
 	Rollback *Rollback `json:"rollback,omitempty"`
+
+	// PolicyPacks are Pulumi policy packs (CrossGuard) the engine runs in
+	// every up and preview of the Stack (`--policy-pack`), beside the
+	// StackPolicies and ClusterStackPolicies that select it. A pack runs in
+	// its language's runtime, so the runner's image must have
+	// `pulumi-language-<runtime>` and the pack's dependencies: the Job
+	// executor with spec.runner.image (for example pulumi/pulumi-nodejs for
+	// a TypeScript pack whose node_modules are installed). Where a pack
+	// cannot be fetched or the image cannot run it, the operation fails with
+	// PolicyPackFailed, naming the pack, its runtime and what to change,
+	// before the engine starts: a pack is never skipped.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	PolicyPacks []PolicyPack `json:"policyPacks,omitempty"`
+}
+
+// PolicyPack is a Pulumi policy pack and where it comes from.
+type PolicyPack struct {
+	// Name names the pack in this list and in messages.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Source is where the pack comes from, as a Stack's program does: git,
+	// oci or sourceRef, and dir, the folder holding PulumiPolicy.yaml
+	// (git.include is not used). It is fetched at each up and preview: a
+	// new revision of the pack applies from the next operation on.
+	// +required
+	Source StackSource `json:"source"`
+
+	// Config is the pack's configuration, as `pulumi up
+	// --policy-pack-config` reads it: an object by policy name, each with
+	// enforcementLevel and the policy's own properties. It holds no secret:
+	// it is passed as it is.
+	// +optional
+	Config *apiextensionsv1.JSON `json:"config,omitempty"`
 }
 
 // StackSource says where the Pulumi program comes from. Exactly one source kind

@@ -152,6 +152,17 @@ func prepare(ctx context.Context, c *podClient, o PodOptions, ps podSpec) (runne
 		return spec, runner.ErrorProgram, fmt.Errorf("the program directory: %w", err)
 	}
 	spec.WorkDir = workDir
+	for i, p := range spec.PolicyPacks {
+		// The packs came in the tree, beside the program.
+		if filepath.IsAbs(p.Dir) {
+			return spec, runner.ErrorPolicyPack, fmt.Errorf("policy pack %q: its folder %q is not relative to the tree", p.Name, p.Dir)
+		}
+		dir, err := artifact.SubdirPath(tree, p.Dir)
+		if err != nil {
+			return spec, runner.ErrorPolicyPack, fmt.Errorf("policy pack %q: %w", p.Name, err)
+		}
+		spec.PolicyPacks[i].Dir = dir
+	}
 	spec.LogFile = filepath.Join(o.WorkRoot, engineLog)
 	spec.ProgressFile = filepath.Join(o.WorkRoot, progressJSON)
 	spec.PulumiHome = filepath.Join(o.WorkRoot, pulumiHome)

@@ -91,6 +91,9 @@ func classify(f failure) (Outcome, ErrorClass) {
 	if _, ok := errors.AsType[*LockedError](f.err); ok {
 		return OutcomeConflict, ErrorLocked
 	}
+	if _, ok := errors.AsType[*PolicyPackError](f.err); ok {
+		return OutcomeFailed, ErrorPolicyPack
+	}
 	if _, ok := errors.AsType[*SpecError](f.err); ok {
 		return OutcomeFailed, ErrorInternal
 	}
@@ -164,7 +167,8 @@ func message(f failure, class ErrorClass) string {
 		lines = append(lines, fmt.Sprintf("operation timed out after %s", time.Duration(f.timeout)))
 	case f.cancelled:
 		lines = append(lines, "operation cancelled")
-	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)), errors.As(f.err, new(*TornStateError)):
+	case errors.As(f.err, new(*ClaimedError)), errors.As(f.err, new(*LockedError)), errors.As(f.err, new(*TornStateError)),
+		errors.As(f.err, new(*PolicyPackError)):
 		// Our own explanation is complete: who holds the stack, and what to do.
 		return truncate(unwrapStep(f.err).Error(), maxMessage)
 	case class == ErrorPlanInvalid:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -58,6 +59,9 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	}
 	if o.cli, err = newPulumiCLI(spec); err != nil {
 		return stepErr(phaseCommand, err)
+	}
+	if err := o.checkPolicyPacks(); err != nil {
+		return stepErr(phaseProject, err)
 	}
 	if dir, ok := fileBackendDir(spec.Backend); ok && readFileState {
 		fs := openFileStack(dir, project, spec.StackName)
@@ -224,6 +228,16 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 	defer cleanup()
 	if err != nil {
 		return stepErr(phaseOperation, err)
+	}
+	if o.policyPacksApply() {
+		dir, err := os.MkdirTemp("", "stackpilot-packs-")
+		if err != nil {
+			return stepErr(phaseOperation, err)
+		}
+		defer os.RemoveAll(dir)
+		if pack, err = o.policyPackArgs(pack, dir); err != nil {
+			return stepErr(phaseOperation, err)
+		}
 	}
 	args = append(args, pack...)
 	var stackOutputs map[string]any

@@ -7,6 +7,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/stackpilot/stackpilot/internal/policy"
@@ -129,8 +130,27 @@ type Spec struct {
 	// step: OutcomeFailed, ErrorPolicy, the findings in Result.Policy.
 	Policy *PolicySpec `json:"policy,omitempty"`
 
+	// PolicyPacks are Pulumi policy packs the engine of an up or a preview
+	// runs (`--policy-pack`, spec.policyPacks), in order. Before anything
+	// starts, each pack's runtime must have its language host where the CLI
+	// finds plugins (PATH, or beside the pulumi binary): else ErrorPolicyPack,
+	// nothing ran. Other operations ignore them.
+	PolicyPacks []PolicyPack `json:"policyPacks,omitempty"`
+
 	// Timeout bounds the whole operation; zero means none (the executor also enforces it).
 	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// PolicyPack is one Pulumi policy pack of an operation.
+type PolicyPack struct {
+	// Name is the pack's name in spec.policyPacks, for messages.
+	Name string `json:"name"`
+	// Dir is the folder holding its PulumiPolicy.yaml: absolute, or, in a
+	// Job's spec, relative to the tree as WorkDir is.
+	Dir string `json:"dir"`
+	// Config is the pack's --policy-pack-config document (JSON); empty for
+	// none.
+	Config json.RawMessage `json:"config,omitempty"`
 }
 
 // PolicySpec is what the analyzer enforces for one operation.
@@ -225,6 +245,10 @@ const (
 	// ErrorPolicyInvalid: a policy that selects the Stack does not compile,
 	// so the controller started no runner (it sets this class itself).
 	ErrorPolicyInvalid ErrorClass = "policy-invalid"
+	// ErrorPolicyPack: a policy pack of Spec.PolicyPacks cannot run here (no
+	// PulumiPolicy.yaml, or no language host for its runtime in the
+	// runner's image); nothing ran.
+	ErrorPolicyPack ErrorClass = "policy-pack"
 )
 
 // Result is what the runner writes when an operation ends, whatever the outcome.

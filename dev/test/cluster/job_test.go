@@ -431,6 +431,13 @@ func TestJobExecutor(t *testing.T) {
 			planID = s.Status.PendingPlan.ID
 		}, 5*time.Minute, time.Second).Should(Succeed())
 		g.Expect(f.color()).NotTo(Equal("green"), "applied before approval")
+		// The Pod sent the inputs before the change with the plan (what
+		// `stackpilot policy test --stack` reads), the passphrase nowhere.
+		s := f.get(g, key)
+		prior, err := os.ReadFile(filepath.Join(f.ctrlCfg.DataDir, "plans", string(s.UID), planID, "prior-inputs.json"))
+		g.Expect(err).NotTo(HaveOccurred(), "the plan's prior inputs")
+		g.Expect(string(prior)).To(ContainSubstring("kubernetes:core/v1:ConfigMap::settings"))
+		g.Expect(string(prior)).NotTo(ContainSubstring(passphrase))
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.ApproveAnnotation, planID)
 		g.Expect(f.k.Patch(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "app"}},
 			client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
@@ -600,6 +607,32 @@ func TestJobExecutor(t *testing.T) {
 		}, 3*time.Minute, time.Second).Should(Succeed())
 		t.Logf("RunnerPodFailed after %s", time.Since(start).Round(time.Second))
 		g.Expect(f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "missing"}})).To(Succeed())
+	})
+
+	step("policy pack the image cannot run", func(t *testing.T, g *WithT) {
+		// The pack travels to the Pod in the operation's tree: the runner
+		// there finds its PulumiPolicy.yaml, and no Node.js host in the
+		// user image, and refuses before Pulumi starts.
+		f.git.Commit(t, "packs", "main", map[string]string{
+			"app/Pulumi.yaml":             jobProgram("green", false),
+			"packs/org/PulumiPolicy.yaml": "name: org\nruntime: nodejs\n",
+		}, "a TypeScript pack")
+		f.stack("packed", "packs", func(s *v1alpha1.Stack) {
+			s.Spec.PolicyPacks = []v1alpha1.PolicyPack{{Name: "org", Source: v1alpha1.StackSource{
+				Git: &v1alpha1.GitSource{URL: f.git.URL("packs"), Ref: &v1alpha1.GitRef{Branch: "main"}}, Dir: "packs/org"}}}
+		})
+		pkey := client.ObjectKey{Namespace: f.ns, Name: "packed"}
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, pkey)
+			c := conditions.Get(s, v1alpha1.ReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(v1alpha1.PolicyPackFailedReason), readyOf(s))
+			g.Expect(c.Message).To(ContainSubstring(`policy pack "org" (runtime nodejs): the runner's image has no pulumi-language-nodejs on PATH`))
+		}, 3*time.Minute, time.Second).Should(Succeed())
+		g.Expect(f.k.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "packed"}})).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(f.k.Get(ctx, pkey, &v1alpha1.Stack{}))
+		}, 2*time.Minute, time.Second).Should(BeTrue(), "the Stack was not deleted")
 	})
 
 	step("hostile program", func(t *testing.T, g *WithT) { testHostileProgram(t, f) })

@@ -89,7 +89,10 @@ type reconcileState struct {
 	// nil when no policy selects the Stack, or for another operation type.
 	// policyDigest is that of the selecting policies, "" when none does
 	// (status.policy.digest: a change retries what they stopped).
-	policy       *runner.PolicySpec
+	policy *runner.PolicySpec
+	// policyPacks are spec.policyPacks of the operation starting, fetched
+	// into its tree (withPolicyPacks), their Dir relative to the tree.
+	policyPacks  []runner.PolicyPack
 	policyDigest string
 	// policyDropped: this operation found no policy selecting the Stack,
 	// where the one before had some (its PolicyReport goes).

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -256,6 +257,13 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	if err := r.gatherPolicies(ctx, st, typ); err != nil {
 		return fail(policyErrorClass(err), err)
 	}
+	// The packs travel in the tree the operation runs (both executors);
+	// art stays the program's in status.
+	art, packs, err := r.withPolicyPacks(ctx, st, typ, art)
+	if err != nil {
+		return fail(policyPackClass(err), err)
+	}
+	st.policyPacks = packs
 	if r.executorOf(st.stack) == v1alpha1.ExecutorJob {
 		return r.executeJob(ctx, st, id, typ, art, opts, fail)
 	}
@@ -278,6 +286,9 @@ func (r *StackReconciler) execute(ctx context.Context, st *reconcileState, id st
 	maps.Copy(env, opts.env)
 	spec := r.operationSpec(ctx, st, id, typ, opts, env)
 	spec.WorkDir = programDir
+	for i := range spec.PolicyPacks {
+		spec.PolicyPacks[i].Dir = filepath.Join(workDir, "tree", spec.PolicyPacks[i].Dir)
+	}
 	spec.PulumiHome = r.PulumiHome
 	spec.PulumiCommand = r.PulumiCommand
 	spec.LogFile = r.beginLog(ctx, st.stack, id)
@@ -321,6 +332,7 @@ func (r *StackReconciler) operationSpec(ctx context.Context, st *reconcileState,
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 		Plan:          opts.plan,
 		Policy:        st.policy,
+		PolicyPacks:   slices.Clone(st.policyPacks),
 	}
 }
 
@@ -395,6 +407,8 @@ func failureReason(c runner.ErrorClass) string {
 		return v1alpha1.PolicyViolationReason
 	case runner.ErrorPolicyInvalid:
 		return v1alpha1.PolicyInvalidReason
+	case runner.ErrorPolicyPack:
+		return v1alpha1.PolicyPackFailedReason
 	}
 	return v1alpha1.OperationFailedReason
 }
