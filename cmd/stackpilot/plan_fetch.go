@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/stackpilot/stackpilot/internal/plan"
@@ -34,26 +35,9 @@ func (e *planNotFoundError) Error() string { return e.msg }
 // token the request goes anyway: a server given with --controller-url may
 // not ask, and the controller's 401 is explained with why there was none.
 func (e *endpoint) fetchPlan(ctx context.Context, ns, name, id string) (*plan.Document, error) {
-	resp, err := e.get(ctx, wire.PlanURL(e.base, ns, name, id), wire.ContentJSON)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPlanBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the plan from %s: %w", e.via, err)
-	}
-	if len(body) > maxPlanBytes {
-		return nil, fmt.Errorf("%s answered more than %d MiB: not a plan", e.via, maxPlanBytes>>20)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, e.refusal(resp.StatusCode, body, "the plans", ns, name, func(msg string) error {
-			return &planNotFoundError{msg: fmt.Sprintf("%s has no such plan: %s", e.via, msg)}
-		})
-	}
 	var d plan.Document
-	if err := json.Unmarshal(body, &d); err != nil {
-		return nil, fmt.Errorf("%s answered something that is not a plan: %v", e.via, err)
+	if err := e.getPlanJSON(ctx, wire.PlanURL(e.base, ns, name, id), maxPlanBytes, ns, name, &d); err != nil {
+		return nil, err
 	}
 	switch {
 	case d.APIVersion != plan.APIVersion:
@@ -65,28 +49,12 @@ func (e *endpoint) fetchPlan(ctx context.Context, ns, name, id string) (*plan.Do
 }
 
 // fetchPolicyInput reads what policy rules are tested on of plan id of
-// Stack ns/name (wire.PolicyInputContent), its errors as fetchPlan's.
+// Stack ns/name (wire.PolicyInputContent), its errors as fetchPlan's. It
+// holds the update plan and the prior inputs: twice a Document's bound.
 func (e *endpoint) fetchPolicyInput(ctx context.Context, ns, name, id string) (*plan.PolicyInput, error) {
-	resp, err := e.get(ctx, wire.PolicyInputURL(e.base, ns, name, id), wire.ContentJSON)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 2*maxPlanBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the plan from %s: %w", e.via, err)
-	}
-	if len(body) > 2*maxPlanBytes {
-		return nil, fmt.Errorf("%s answered more than %d MiB: not a plan", e.via, 2*maxPlanBytes>>20)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, e.refusal(resp.StatusCode, body, "the plans", ns, name, func(msg string) error {
-			return &planNotFoundError{msg: fmt.Sprintf("%s has no such plan: %s", e.via, msg)}
-		})
-	}
 	var in plan.PolicyInput
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, fmt.Errorf("%s answered something that is not a plan: %v", e.via, err)
+	if err := e.getPlanJSON(ctx, wire.PolicyInputURL(e.base, ns, name, id), 2*maxPlanBytes, ns, name, &in); err != nil {
+		return nil, err
 	}
 	switch {
 	case in.APIVersion != plan.PolicyInputAPIVersion:
@@ -95,4 +63,30 @@ func (e *endpoint) fetchPolicyInput(ctx context.Context, ns, name, id string) (*
 		return nil, fmt.Errorf("%s answered plan %s of %s/%s, not plan %s of %s/%s", e.via, in.ID, in.Namespace, in.Name, id, ns, name)
 	}
 	return &in, nil
+}
+
+// getPlanJSON reads u, at most limit bytes, into v: an answer of the plans
+// path of Stack ns/name.
+func (e *endpoint) getPlanJSON(ctx context.Context, u *url.URL, limit int64, ns, name string, v any) error {
+	resp, err := e.get(ctx, u, wire.ContentJSON)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return fmt.Errorf("reading the plan from %s: %w", e.via, err)
+	}
+	if int64(len(body)) > limit {
+		return fmt.Errorf("%s answered more than %d MiB: not a plan", e.via, limit>>20)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return e.refusal(resp.StatusCode, body, "the plans", ns, name, func(msg string) error {
+			return &planNotFoundError{msg: fmt.Sprintf("%s has no such plan: %s", e.via, msg)}
+		})
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%s answered something that is not a plan: %v", e.via, err)
+	}
+	return nil
 }

@@ -215,32 +215,21 @@ func (s *Server) putProgress(w http.ResponseWriter, r *http.Request, reg *regist
 }
 
 func (s *Server) putPlan(w http.ResponseWriter, r *http.Request, reg *registration) {
-	if reg.op.Spec.Type != runner.OpPreview || reg.op.Spec.Plan == "" {
-		http.Error(w, "this operation saves no plan", http.StatusBadRequest)
-		return
-	}
-	body, ok := readBody(w, r, MaxPlanBytes)
-	if !ok {
-		return
-	}
-	reg.logMu.Lock()
-	defer reg.logMu.Unlock()
-	if reg.posted != nil {
-		http.Error(w, "the result is in: the plan can no longer change", http.StatusConflict)
-		return
-	}
-	err := os.MkdirAll(filepath.Dir(reg.op.Spec.Plan), 0o700)
-	if err == nil {
-		err = atomicfile.Write(reg.op.Spec.Plan, body, 0o600)
-	}
-	if err != nil {
-		http.Error(w, "the controller cannot write the plan", http.StatusInternalServerError)
-	}
+	keepWithPlan(w, r, reg, "the plan", func(plan string) string { return plan }, nil)
 }
 
 // putPlanInputs keeps the prior inputs a preview sends after its plan
 // (runner.PlanInputsFile), beside the plan.
 func (s *Server) putPlanInputs(w http.ResponseWriter, r *http.Request, reg *registration) {
+	keepWithPlan(w, r, reg, "the plan inputs", runner.PlanInputsFile, func(body []byte) bool {
+		return json.Unmarshal(body, new(runner.PlanInputs)) == nil
+	})
+}
+
+// keepWithPlan writes what a preview that saves a plan sends (what: "the
+// plan", ...) to at(Spec.Plan), once valid (nil: any body) says it is
+// what it should be, and only until the result is in.
+func keepWithPlan(w http.ResponseWriter, r *http.Request, reg *registration, what string, at func(plan string) string, valid func([]byte) bool) {
 	if reg.op.Spec.Type != runner.OpPreview || reg.op.Spec.Plan == "" {
 		http.Error(w, "this operation saves no plan", http.StatusBadRequest)
 		return
@@ -249,9 +238,8 @@ func (s *Server) putPlanInputs(w http.ResponseWriter, r *http.Request, reg *regi
 	if !ok {
 		return
 	}
-	var doc runner.PlanInputs
-	if err := json.Unmarshal(body, &doc); err != nil {
-		http.Error(w, "plan inputs: not a document of prior inputs", http.StatusBadRequest)
+	if valid != nil && !valid(body) {
+		http.Error(w, what+": not the document expected", http.StatusBadRequest)
 		return
 	}
 	reg.logMu.Lock()
@@ -260,12 +248,13 @@ func (s *Server) putPlanInputs(w http.ResponseWriter, r *http.Request, reg *regi
 		http.Error(w, "the result is in: the plan can no longer change", http.StatusConflict)
 		return
 	}
-	err := os.MkdirAll(filepath.Dir(reg.op.Spec.Plan), 0o700)
+	dst := at(reg.op.Spec.Plan)
+	err := os.MkdirAll(filepath.Dir(dst), 0o700)
 	if err == nil {
-		err = atomicfile.Write(runner.PlanInputsFile(reg.op.Spec.Plan), body, 0o600)
+		err = atomicfile.Write(dst, body, 0o600)
 	}
 	if err != nil {
-		http.Error(w, "the controller cannot write the plan inputs", http.StatusInternalServerError)
+		http.Error(w, "the controller cannot write "+what, http.StatusInternalServerError)
 	}
 }
 

@@ -251,37 +251,27 @@ func run(runCtx, ctx context.Context, c *podClient, spec runner.Spec) runner.Res
 	<-shipped
 	_ = retry(ctx, flushPatience, sh.ship) // best effort: the result matters more
 	if spec.Type == runner.OpPreview && spec.Plan != "" && res.Outcome == runner.OutcomeSucceeded {
-		if err := sendPlan(ctx, c, spec.Plan); err != nil {
+		if err := sendFile(ctx, c, "plan", spec.Plan); err != nil {
 			res.Outcome, res.ErrorClass = runner.OutcomeFailed, runner.ErrorInternal
 			res.Message = fmt.Sprintf("the preview saved a plan the controller did not take: %v", err)
 		} else {
-			// Best effort, as in the runner: the plan applies without them.
-			_ = sendPlanInputs(ctx, c, runner.PlanInputsFile(spec.Plan))
+			// The prior inputs the runner kept beside the plan, when it kept
+			// them: best effort, as in the runner (the plan applies without).
+			_ = sendFile(ctx, c, "plan-inputs", runner.PlanInputsFile(spec.Plan))
 		}
 	}
 	return res
 }
 
-func sendPlan(ctx context.Context, c *podClient, path string) error {
+// sendFile puts the file at path to the operation's endpoint what ("plan",
+// "plan-inputs") until the controller takes it.
+func sendFile(ctx context.Context, c *podClient, what, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	return retry(ctx, resultPatience, func(ctx context.Context) error {
-		_, err := c.send(ctx, http.MethodPut, "plan", nil, b)
-		return err
-	})
-}
-
-// sendPlanInputs sends the prior inputs the runner kept beside the plan
-// (runner.PlanInputsFile), when it kept them.
-func sendPlanInputs(ctx context.Context, c *podClient, path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return retry(ctx, resultPatience, func(ctx context.Context) error {
-		_, err := c.send(ctx, http.MethodPut, "plan-inputs", nil, b)
+		_, err := c.send(ctx, http.MethodPut, what, nil, b)
 		return err
 	})
 }
