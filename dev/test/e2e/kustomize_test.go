@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,7 +135,20 @@ func TestKustomizationWaitsOnStack(t *testing.T) {
 	// kstatus says InProgress and the Kustomization fails at its timeout.
 	g.Expect(message).To(HavePrefix(meta.HealthCheckFailedReason + ": "))
 	g.Expect(message).To(ContainSubstring("[Stack/" + f.ns + "/bridge status: 'InProgress']"))
-	g.Expect(readyMessage(getStack(g, skey))).To(ContainSubstring("doesNotExist"), "the failure is on the Stack the Kustomization names")
+	// The Stack retries the failed up (retryInterval), so its Ready may say
+	// Progressing at any one moment: the failure is in its history.
+	g.Expect(lastFinished(getStack(g, skey), broken).Message).To(ContainSubstring("doesNotExist"), "the failure is on the Stack the Kustomization names")
+}
+
+// lastFinished is the newest finished history record of the Stack at the
+// revision ending in sha (a zero record when there is none).
+func lastFinished(s *v1alpha1.Stack, sha string) v1alpha1.OperationRecord {
+	for _, h := range s.Status.History {
+		if h.FinishedAt != nil && strings.HasSuffix(h.Revision, sha) {
+			return h
+		}
+	}
+	return v1alpha1.OperationRecord{}
 }
 
 // stackManifest is the YAML of the fixture's Stack following the GitRepository
