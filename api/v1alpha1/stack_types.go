@@ -176,6 +176,11 @@ type StackSpec struct {
 	// +listMapKey=name
 	// +optional
 	PolicyPacks []PolicyPack `json:"policyPacks,omitempty"`
+
+	// Previews previews pull requests that change the program and posts
+	// what they would do back to each pull request.
+	// +optional
+	Previews *Previews `json:"previews,omitempty"`
 }
 
 // PolicyPack is a Pulumi policy pack and where it comes from.
@@ -648,6 +653,14 @@ type StackStatus struct {
 	// Rollback is the last automatic rollback (spec.rollback).
 	// +optional
 	Rollback *RollbackStatus `json:"rollback,omitempty"`
+
+	// Previews are the previews of the open pull requests
+	// (spec.previews), by number.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=map
+	// +listMapKey=number
+	// +optional
+	Previews []PullRequestPreview `json:"previews,omitempty"`
 
 	// History lists the last operations, newest first, at most MaxHistory (10).
 	// +kubebuilder:validation:MaxItems=10

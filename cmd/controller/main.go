@@ -82,6 +82,7 @@ type flags struct {
 	defaultBackend          string
 	defaultPassphraseSecret string
 	concurrentOperations    int
+	concurrentPreviews      int
 	intervalJitterPercent   int
 	pulumiCommand           string
 	watchNamespace          string
@@ -132,6 +133,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.namespace, "namespace", "", "The controller's own namespace, for the digest key Secret (default: $POD_NAMESPACE, else --watch-namespace, else \"default\").")
 	flag.StringVar(&f.defaultExecutor, "default-executor", v1alpha1.ExecutorLocal, "Where operations of Stacks without spec.runner.executor run: Local (a process of the controller, as the controller's user: for trusted programs and development) or Job (one Pod per operation in the Stack's namespace, as the Stack's ServiceAccount). The installed manifests pass Job.")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the runner Pods of Stacks without spec.runner.image: any image with pulumi and the program's language host on PATH (default: the controller's own image, read from its Pod, which holds pulumi and the YAML language host).")
+	flag.IntVar(&f.concurrentPreviews, "concurrent-previews", 2, "How many pull-request previews (spec.previews) run at once, beside the Stacks' own operations; each also takes a slot of --concurrent-operations (Local) or --max-concurrent-jobs (Job) while it runs.")
 	flag.IntVar(&f.maxConcurrentJobs, "max-concurrent-jobs", defaultMaxConcurrentJobs, "How many runner Jobs (operations of Job Stacks) run at once; more wait for a free slot.")
 	flag.DurationVar(&f.runnerPendingTimeout, "runner-pending-timeout", executor.DefaultPendingTimeout, "How long a runner Pod may stay Pending (unscheduled, pulling its image, initialising) before its operation fails with RunnerPodFailed and the Stack backs off; raise it where a cluster autoscaler adds nodes for runner Pods.")
 	flag.StringVar(&f.runnerEndpoint, "runner-endpoint", "", "HTTPS URL at which runner Pods reach the controller to fetch their program and inputs and to report their result (default: https://stackpilot-runner.<the controller's namespace>.svc:9444).")
@@ -150,6 +152,9 @@ func parseFlags() (*flags, *zap.Options) {
 func run() error {
 	f, zapOpts := parseFlags()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
+	if f.concurrentPreviews < 1 {
+		return errors.New("--concurrent-previews must be at least 1")
+	}
 	if f.concurrentOperations < 1 {
 		return errors.New("--concurrent-operations must be at least 1")
 	}
@@ -297,6 +302,11 @@ func run() error {
 		return err
 	}
 	if err := r.SetupWithManager(ctx, mgr, stack.Options{MaxConcurrentReconciles: reconcileWorkers(f), AllStacks: allStacks}); err != nil {
+		return err
+	}
+	// Pull-request previews: their own queue and workers (spec.previews).
+	previews := &stack.PreviewReconciler{StackReconciler: r}
+	if err := previews.SetupWithManager(mgr, stack.PreviewOptions{MaxConcurrentReconciles: f.concurrentPreviews}); err != nil {
 		return err
 	}
 	// Alerts: a separate watch on Stacks; delivery never holds a reconcile.

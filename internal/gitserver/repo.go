@@ -216,3 +216,10 @@ func storeObject(st storer.EncodedObjectStorer, o encodable) (plumbing.Hash, err
 	}
 	return st.SetEncodedObject(obj)
 }
+
+// SetRef points the full reference name ref (refs/pull/1/head, say) of repo
+// at commit, as a forge keeps each pull request's head in the base
+// repository.
+func (s *Server) SetRef(repo, ref, commit string) error {
+	return s.setRef(repo, plumbing.NewHashReference(plumbing.ReferenceName(ref), plumbing.NewHash(commit)))
+}

@@ -22,6 +22,19 @@ type Event struct {
 	DefaultBranch string
 	// Tags are the pushed OCI tags.
 	Tags []string
+	// PullRequest is set for a pull (merge) request event: the Stacks with
+	// spec.previews on its repository and base branch preview it.
+	PullRequest *PullRequest
+}
+
+// isPullEvent: GitHub's and Gitea's pull request event names (Gitea sends
+// its synchronisation and label changes under names of their own).
+func isPullEvent(name string) bool {
+	switch name {
+	case "pull_request", "pull_request_sync", "pull_request_label":
+		return true
+	}
+	return false
 }
 
 // Defaults of spec.events per type: the push events of each sender.

@@ -76,6 +76,9 @@ func parseGitHubLike(name string, body []byte) (Event, error) {
 	if name == "" {
 		return ev, invalid("no event header (X-GitHub-Event or X-Gitea-Event)")
 	}
+	if isPullEvent(name) {
+		return parseGitHubPull(ev, body)
+	}
 	if name != "push" && name != "create" && name != "release" {
 		return ev, nil // filtered by name; nothing to read
 	}
@@ -112,6 +115,9 @@ func parseGitLab(h http.Header, body []byte) (Event, error) {
 	ev := Event{Name: h.Get("X-Gitlab-Event")}
 	if ev.Name == "" {
 		return ev, invalid("no X-Gitlab-Event header")
+	}
+	if ev.Name == "Merge Request Hook" {
+		return parseGitLabMerge(ev, body)
 	}
 	if ev.Name != "Push Hook" && ev.Name != "Tag Push Hook" {
 		return ev, nil
@@ -186,6 +192,13 @@ func parseBitbucket(h http.Header, body []byte) (Event, error) {
 	}
 	if ev.Name == "" {
 		return ev, invalid("no X-Event-Key header")
+	}
+	if strings.HasPrefix(ev.Name, "pullrequest:") {
+		switch ev.Name {
+		case "pullrequest:created", "pullrequest:updated", "pullrequest:fulfilled", "pullrequest:rejected":
+			return parseBitbucketPull(ev, body)
+		}
+		return ev, nil
 	}
 	if ev.Name != "repo:refs_changed" && ev.Name != "repo:push" {
 		return ev, nil

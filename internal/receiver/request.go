@@ -45,6 +45,9 @@ func (q *Requester) Request(ctx context.Context, t *Target, ev Event) (int, erro
 	if err := reader.List(ctx, &stacks, opts...); err != nil {
 		return 0, fmt.Errorf("list the Stacks of namespace %s: %w", t.Key.Namespace, err)
 	}
+	if ev.PullRequest != nil {
+		return q.requestPreviews(ctx, stacks.Items, ev)
+	}
 	var matched []*v1alpha1.Stack
 	invalidated := map[string]bool{}
 	for i := range stacks.Items {

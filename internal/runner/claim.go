@@ -108,8 +108,8 @@ func claimStack(store tagStore, spec Spec) (owner string, err error) {
 	if ok {
 		return owner, &ClaimedError{StackName: spec.StackName, Owner: owner}
 	}
-	if spec.Type == OpOutputs {
-		return "", nil // reading claims nothing
+	if spec.Type == OpOutputs || spec.Review {
+		return "", nil // reading and reviewing claim nothing
 	}
 	if err := store.setTag(OwnerTag, want); err != nil {
 		return "", fmt.Errorf("claim the stack (set its tag %s): %w", OwnerTag, err)

@@ -32,6 +32,9 @@ type operation struct {
 	created bool
 	// excluded are the URNs the engine run leaves out (Spec.IgnoreChanges).
 	excluded []string
+	// scratch is the backend folder a review made for a stack with no
+	// state yet (review.go); removed when the operation ends.
+	scratch string
 }
 
 func (o *operation) run(ctx context.Context, res *Result) error {
@@ -54,7 +57,13 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err != nil {
 		return stepErr(phaseProject, err)
 	}
-	if err := prepareBackend(spec.Backend); err != nil {
+	if spec.Review {
+		// Before the CLI is made: it may preview another backend.
+		if err := o.reviewBackend(); err != nil {
+			return stepErr(phaseStack, err)
+		}
+		spec = o.spec
+	} else if err := prepareBackend(spec.Backend); err != nil {
 		return stepErr(phaseStack, err)
 	}
 	if o.cli, err = newPulumiCLI(spec); err != nil {
@@ -66,11 +75,14 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if dir, ok := fileBackendDir(spec.Backend); ok && readFileState {
 		fs := openFileStack(dir, project, spec.StackName)
 		o.file = &fs
-		// Before anything reads the state (tornstate.go).
-		repairs, err := fs.repairSidecars()
-		res.Repairs = append(res.Repairs, repairs...)
-		if err != nil {
-			return stepErr(phaseStack, err)
+		// Before anything reads the state (tornstate.go); a review
+		// repairs nothing.
+		if !spec.Review {
+			repairs, err := fs.repairSidecars()
+			res.Repairs = append(res.Repairs, repairs...)
+			if err != nil {
+				return stepErr(phaseStack, err)
+			}
 		}
 	}
 	if spec.Type == OpOutputs {
@@ -93,7 +105,7 @@ func (o *operation) run(ctx context.Context, res *Result) error {
 	if err != nil {
 		return stepErr(phaseLock, err)
 	}
-	if dir, ok := fileBackendDir(spec.Backend); ok && o.file != nil {
+	if dir, ok := fileBackendDir(spec.Backend); ok && o.file != nil && !spec.Review {
 		// Once a dead operation's lock is gone, its temporary files are too.
 		res.Repairs = append(res.Repairs, o.file.removeStaleTemps(fileLocks(dir, project, spec.StackName), time.Now())...)
 	}
@@ -128,6 +140,9 @@ func (o *operation) ensureStack(ctx context.Context) error {
 }
 
 func (o *operation) createStack(ctx context.Context) error {
+	if o.spec.Review {
+		return errReviewNoStack
+	}
 	args := []string{"stack", "init", o.spec.StackName, "--no-select"}
 	if o.spec.SecretsProvider != "" {
 		args = append(args, "--secrets-provider", o.spec.SecretsProvider)
@@ -410,6 +425,10 @@ func validate(spec Spec) error {
 	case spec.Backend == "":
 		// Never fall back to whatever the environment is logged in to.
 		return &SpecError{Reason: "backend is empty"}
+	case spec.Review && spec.Type != OpPreview:
+		return &SpecError{Reason: fmt.Sprintf("review is for a preview, not %s", spec.Type)}
+	case spec.Review && spec.StaleLock != nil:
+		return &SpecError{Reason: "a review clears no lock: staleLock must be empty"}
 	case spec.Plan != "" && !filepath.IsAbs(spec.Plan):
 		// The CLI runs in the work dir, the runner does not.
 		return &SpecError{Reason: "plan must be an absolute path"}

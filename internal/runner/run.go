@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"context"
 	"fmt"
 	"strings"
@@ -35,6 +36,9 @@ func Run(ctx context.Context, spec Spec) (res Result) {
 		stderr: &tailBuffer{max: 64 << 10},
 	}
 	err := o.run(opCtx, &res)
+	if o.scratch != "" {
+		os.RemoveAll(o.scratch)
+	}
 	if o.cli != nil {
 		res.PulumiProcesses = int(o.cli.started.Load())
 	}

@@ -103,6 +103,15 @@ type Spec struct {
 	// the tag is read at every operation (claimStack says why).
 	ClaimHeld bool `json:"claimHeld,omitempty"`
 
+	// Review marks the preview of a pull request (spec.previews): it must
+	// change nothing in the backend. The runner then creates no stack (a
+	// stack with no state yet is previewed as an empty stack in a scratch
+	// file:// backend inside the work dir; on another backend the preview
+	// fails, saying so), takes no claim (one held by another Stack still
+	// refuses it), clears no lock and repairs no state. Only a preview may
+	// set it.
+	Review bool `json:"review,omitempty"`
+
 	// StaleLock asks the runner to remove the lock an earlier operation of this
 	// controller left behind when it died (interrupted, or killed at its
 	// timeout). Only a lock proven to be that operation's and dead is removed;

@@ -343,3 +343,12 @@ func (s *GitServer) SSHIdentityWithPassphrase(t TB, passphrase string) []byte {
 func (s *GitServer) SSHSecretData() map[string][]byte {
 	return map[string][]byte{"identity": s.sshIdentity, "known_hosts": s.knownHosts}
 }
+
+// SetRef points the full reference ref of repo (refs/pull/1/head) at
+// commit, as forges keep each pull request's head in the base repository.
+func (s *GitServer) SetRef(t TB, repo, ref, commit string) {
+	t.Helper()
+	if err := s.srv.SetRef(repo, ref, commit); err != nil {
+		t.Fatalf("git server: set %s: %v", ref, err)
+	}
+}

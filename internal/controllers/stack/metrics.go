@@ -92,3 +92,24 @@ func forgetStackMetrics(namespace, name string) {
 	stackReady.DeleteLabelValues(namespace, name)
 	stackSuspended.DeleteLabelValues(namespace, name)
 }
+
+// Pull-request preview metrics (spec.previews): previews by phase reached
+// (Succeeded, Failed, Unaffected, AwaitingLabel, Error), and the runner
+// processes they started.
+var (
+	pullRequestPreviews = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stackpilot_pull_request_previews_total",
+		Help: "Pull-request previews handled, by the phase they reached: Succeeded, Failed, Unaffected (nothing of the program changed), AwaitingLabel (a fork's), Error (the forge could not be reached).",
+	}, []string{"phase"})
+	pullRequestPreviewRuns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "stackpilot_pull_request_preview_runs_total",
+		Help: "Pull-request previews that started a runner (one pulumi preview each).",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(pullRequestPreviews, pullRequestPreviewRuns)
+	for _, p := range []v1alpha1.PreviewPhase{v1alpha1.PreviewSucceeded, v1alpha1.PreviewFailed, v1alpha1.PreviewUnaffected, v1alpha1.PreviewAwaitingLabel, v1alpha1.PreviewError} {
+		pullRequestPreviews.WithLabelValues(string(p))
+	}
+}

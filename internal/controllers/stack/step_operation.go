@@ -74,6 +74,9 @@ type opOptions struct {
 	adopt bool
 	// planID and approvedBy go into the record of an up of an approved plan.
 	planID, approvedBy string
+	// review is a pull request's preview (preview_run.go): it changes
+	// nothing in the backend and clears no lock (runner.Spec.Review).
+	review bool
 }
 
 func (o opOptions) recordType(typ runner.OperationType) v1alpha1.OperationType {
@@ -328,12 +331,22 @@ func (r *StackReconciler) operationSpec(ctx context.Context, st *reconcileState,
 		Targets:       st.stack.Spec.Targets,
 		Claim:         claimOf(st.stack),
 		ClaimHeld:     claimHeld(st.stack, st.inputs),
-		StaleLock:     r.staleLock(ctx, st.stack),
+		StaleLock:     r.staleLockUnless(ctx, st.stack, opts.review),
+		Review:        opts.review,
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 		Plan:          opts.plan,
 		Policy:        st.policy,
 		PolicyPacks:   slices.Clone(st.policyPacks),
 	}
+}
+
+// staleLockUnless is the stale lock the operation may clear, none for a
+// review: a pull request's preview leaves locks to the Stack's own ups.
+func (r *StackReconciler) staleLockUnless(ctx context.Context, stack *v1alpha1.Stack, review bool) *runner.StaleLock {
+	if review {
+		return nil
+	}
+	return r.staleLock(ctx, stack)
 }
 
 // lockMayBeStale is true when our previous operation on this stack ended without

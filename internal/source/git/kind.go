@@ -172,3 +172,19 @@ func SpecRef(ref *v1alpha1.GitRef) Ref {
 	}
 	return Ref{Branch: ref.Branch, Tag: ref.Tag, SemVer: ref.SemVer, Commit: ref.Commit}
 }
+
+// FetchPullRequest fetches the head commit of a pull request through ref,
+// the reference of the Stack's repository that holds it
+// (refs/pull/N/head, refs/merge-requests/N/head), with the Stack's
+// credentials and the same bounds as any revision.
+func (k *Kind) FetchPullRequest(ctx context.Context, stack *v1alpha1.Stack, ref, commit string) (artifact.Artifact, error) {
+	auth, err := k.auth(ctx, stack)
+	if err != nil {
+		return artifact.Artifact{}, err
+	}
+	art, err := k.Fetcher.Fetch(ctx, stack.Spec.Source.Git.URL, Revision{Ref: ref, Commit: commit}, auth, k.Store)
+	if err != nil {
+		return artifact.Artifact{}, fetchError(err, ref+"@sha1:"+commit)
+	}
+	return art, nil
+}

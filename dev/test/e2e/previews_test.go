@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/forge/forgetest"
+	"github.com/stackpilot/stackpilot/internal/preview"
+	"github.com/stackpilot/stackpilot/internal/receiver"
+)
+
+const forgeToken = "forge-api-t0ken-5ecret"
+
+// previewFixture is a monorepo of three Stack folders (a/, b/, c/), a Stack
+// on each with pull-request previews posting to a recording forge.
+type previewFixture struct {
+	*fixture
+	forge    *forgetest.Server
+	repo     string // the forge's name of the repository
+	keys     map[string]client.ObjectKey
+	first    string
+	provider string
+}
+
+func newPreviewFixture(t *testing.T, provider string, mutate func(*v1alpha1.Previews)) *previewFixture {
+	t.Helper()
+	ctx := context.Background()
+	p := &previewFixture{fixture: newFixture(t), forge: forgetest.New(t, forgeToken), repo: "org/mono", keys: map[string]client.ObjectKey{}, provider: provider}
+	p.first = p.git.Commit(t, "mono", "main", previewTree("1", "1", "1"), "three stacks")
+	createSecret(t, p.ns, "forge-token", map[string]string{"token": forgeToken})
+	p.start(t)
+	for _, name := range []string{"a", "b", "c"} {
+		s := p.stack(name, func(s *v1alpha1.Stack) {
+			s.Spec.Source.Git.URL = p.git.URL("mono")
+			s.Spec.Source.Dir = name
+			s.Spec.Previews = &v1alpha1.Previews{Enabled: true, Provider: provider, APIURL: p.forge.APIURL(provider),
+				Repository: p.repo, SecretRef: v1alpha1.LocalObjectReference{Name: "forge-token"}}
+			if mutate != nil {
+				mutate(s.Spec.Previews)
+			}
+		})
+		if err := env.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		p.keys[name] = client.ObjectKeyFromObject(s)
+	}
+	for _, k := range p.keys {
+		waitApplied(t, k, p.first)
+	}
+	return p
+}
+
+// previewTree is the repository with each folder's version.
+func previewTree(a, b, c string) map[string]string {
+	return map[string]string{
+		"a/Pulumi.yaml": folderProgram("mono-a", a),
+		"b/Pulumi.yaml": folderProgram("mono-b", b),
+		"c/Pulumi.yaml": folderProgram("mono-c", c),
+	}
+}
+
+// push commits tree as pull request number's head (its own branch, and
+// refs/pull/N/head or refs/merge-requests/N/head as the forge keeps it) and
+// tells the recording forge which files it changes.
+func (p *previewFixture) push(t *testing.T, number int64, tree map[string]string, files ...string) string {
+	t.Helper()
+	head := p.git.Commit(t, "mono", fmt.Sprintf("pr-%d", number), tree, fmt.Sprintf("pull request %d", number))
+	ref := fmt.Sprintf("refs/pull/%d/head", number)
+	if p.provider == forgetest.GitLab {
+		ref = fmt.Sprintf("refs/merge-requests/%d/head", number)
+	}
+	p.git.SetRef(t, "mono", ref, head)
+	p.forge.SetFiles(p.provider, p.repo, number, files...)
+	return head
+}
+
+// checkpoint is Stack name's checkpoint file, as Pulumi wrote it.
+func (p *previewFixture) checkpoint(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dataDir, "state", p.ns, ".pulumi", "stacks", "mono-"+name, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitPreview waits until Stack name's preview of pull request number is
+// at head in phase, and returns it.
+func (p *previewFixture) waitPreview(t *testing.T, name string, number int64, head string, phase v1alpha1.PreviewPhase) v1alpha1.PullRequestPreview {
+	t.Helper()
+	var got v1alpha1.PullRequestPreview
+	NewWithT(t).Eventually(func(g Gomega) {
+		s := getStack(g, p.keys[name])
+		var found *v1alpha1.PullRequestPreview
+		for i := range s.Status.Previews {
+			if s.Status.Previews[i].Number == number {
+				found = &s.Status.Previews[i]
+			}
+		}
+		g.Expect(found).NotTo(BeNil(), "no preview of pull request %d in %s's status", number, name)
+		g.Expect(found.Head).To(Equal(head))
+		g.Expect(found.Phase).To(Equal(phase), "%+v", *found)
+		got = *found
+	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed())
+	return got
+}
+
+// githubPullEvent is a GitHub pull_request event body.
+func githubPullEvent(repoURL, action string, number int64, head, base string, fork bool, labels ...string) []byte {
+	headRepo := "org/mono"
+	if fork {
+		headRepo = "someone/mono"
+	}
+	var ls []map[string]string
+	for _, l := range labels {
+		ls = append(ls, map[string]string{"name": l})
+	}
+	body, _ := json.Marshal(map[string]any{
+		"action": action, "number": number,
+		"pull_request": map[string]any{"number": number, "state": map[bool]string{true: "closed", false: "open"}[action == "closed"],
+			"html_url": fmt.Sprintf("https://github.com/org/mono/pull/%d", number),
+			"head":     map[string]any{"sha": head, "ref": fmt.Sprintf("pr-%d", number), "repo": map[string]string{"full_name": headRepo}},
+			"base":     map[string]any{"ref": base, "repo": map[string]string{"full_name": "org/mono"}},
+			"labels":   ls},
+		"repository": map[string]any{"clone_url": repoURL, "html_url": repoURL},
+	})
+	return body
+}
+
+// postGitHubEvent posts a signed GitHub event.
+func postGitHubEvent(t *testing.T, url, event string, body []byte) hookResult {
+	t.Helper()
+	sig := "sha256=" + hex.EncodeToString(receiver.Sign(body, []byte(webhookToken)))
+	return post(t, "POST", url, body, "Content-Type", "application/json", "X-GitHub-Event", event, "X-Hub-Signature-256", sig,
+		"X-GitHub-Delivery", fmt.Sprintf("d-%d", time.Now().UnixNano()))
+}
+
+// contexts are the status contexts set on sha.
+func contexts(statuses []forgetest.Status) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range statuses {
+		out[s.Context] = true
+	}
+	return out
+}
+
+// TestPullRequestPreviews: three Stacks on one repository's folders, with
+// previews posting to GitHub (the recording forge), reached through a
+// Receiver's pull_request events.
+//   - A pull request that changes b/ gets exactly one comment and one
+//     status context, b's: the comment names the changed property, the
+//     status succeeds; a and c record it as not theirs and post nothing.
+//   - A second push edits the same comment (never a second one).
+//   - A pull request with a program error gets a failure status whose
+//     description is the diagnostic's first line.
+//   - A fork's pull request runs nothing until it carries the label.
+//   - The previews never changed b's checkpoint (byte-identical) nor its
+//     ConfigMap; closing a pull request removes its preview from status.
+func TestPullRequestPreviews(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	p := newPreviewFixture(t, forgetest.GitHub, nil)
+	hook := createReceiver(t, p.ns, p.ctrl, "github", "github", func(r *v1alpha1.Receiver) {
+		r.Spec.Events = []string{"push", "pull_request"}
+	})
+	repoURL := p.git.URL("mono")
+	before := p.checkpoint(t, "b")
+	runsBefore := p.previewRuns(t)
+
+	// One pull request, changing b/ only.
+	head1 := p.push(t, 1, previewTree("1", "2", "1"), "b/Pulumi.yaml")
+	r := postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 1, head1, "main", false))
+	g.Expect(r.Code).To(Equal(200), "%+v", r)
+	g.Expect(r.Stacks).To(Equal(3), "each Stack on the repository and branch is asked; each finds out what the pull request changes")
+	pb := p.waitPreview(t, "b", 1, head1, v1alpha1.PreviewSucceeded)
+	g.Expect(pb.Changes).NotTo(BeNil())
+	g.Expect(pb.Changes.Update).To(Equal(int64(1)), "%+v", pb)
+	p.waitPreview(t, "a", 1, head1, v1alpha1.PreviewUnaffected)
+	p.waitPreview(t, "c", 1, head1, v1alpha1.PreviewUnaffected)
+	comments := p.forge.Comments(forgetest.GitHub, p.repo, 1)
+	g.Expect(comments).To(HaveLen(1), "one comment, b's")
+	g.Expect(comments[0].Body).To(ContainSubstring(preview.Marker(p.ns, "b")))
+	g.Expect(comments[0].Body).To(ContainSubstring("`data.version`"))
+	g.Expect(comments[0].Body).To(ContainSubstring(head1[:12]))
+	statuses := p.forge.Statuses(forgetest.GitHub, p.repo, head1)
+	g.Expect(contexts(statuses)).To(Equal(map[string]bool{preview.Context(p.ns, "b"): true}))
+	g.Expect(statuses[0].State).To(Equal("pending"))
+	g.Expect(statuses[len(statuses)-1].State).To(Equal("success"))
+	g.Expect(statuses[len(statuses)-1].Description).To(Equal("preview: 1 to update"))
+
+	// A second push to the same pull request edits b's comment.
+	head2 := p.push(t, 1, previewTree("1", "3", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 1, head2, "main", false))
+	p.waitPreview(t, "b", 1, head2, v1alpha1.PreviewSucceeded)
+	comments = p.forge.Comments(forgetest.GitHub, p.repo, 1)
+	g.Expect(comments).To(HaveLen(1), "the comment is edited in place")
+	g.Expect(comments[0].Edits).To(Equal(1))
+	g.Expect(comments[0].Body).To(ContainSubstring(head2[:12]))
+	g.Expect(p.forge.Statuses(forgetest.GitHub, p.repo, head2)).NotTo(BeEmpty())
+
+	// A program error: a failure status with the diagnostic's first line.
+	broken := previewTree("1", "1", "1")
+	broken["b/Pulumi.yaml"] = strings.Replace(folderProgram("mono-b", "1"), `version: "1"`, "version: ${nowhere.value}", 1)
+	head3 := p.push(t, 2, broken, "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 2, head3, "main", false))
+	failed := p.waitPreview(t, "b", 2, head3, v1alpha1.PreviewFailed)
+	g.Expect(failed.Message).To(ContainSubstring("nowhere"))
+	st3 := p.forge.Statuses(forgetest.GitHub, p.repo, head3)
+	g.Expect(st3[len(st3)-1].State).To(Equal("failure"))
+	firstLine, _, _ := strings.Cut(failed.Message, "\n")
+	g.Expect(st3[len(st3)-1].Description).To(Equal(firstLine))
+	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 2)[0].Body).To(ContainSubstring("nowhere"))
+
+	// A fork's pull request: nothing runs until it carries the label.
+	runs := p.previewRuns(t)
+	head4 := p.push(t, 3, previewTree("1", "4", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 3, head4, "main", true))
+	p.waitPreview(t, "b", 3, head4, v1alpha1.PreviewAwaitingLabel)
+	g.Expect(p.previewRuns(t)).To(Equal(runs), "a fork's program ran before it was labelled")
+	st4 := p.forge.Statuses(forgetest.GitHub, p.repo, head4)
+	g.Expect(st4[len(st4)-1].State).To(Equal("pending"))
+	g.Expect(st4[len(st4)-1].Description).To(ContainSubstring(v1alpha1.DefaultForkLabel))
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "labeled", 3, head4, "main", true, v1alpha1.DefaultForkLabel))
+	p.waitPreview(t, "b", 3, head4, v1alpha1.PreviewSucceeded)
+	g.Expect(p.previewRuns(t)).To(Equal(runs + 1))
+
+	// Nothing of the real stack changed.
+	g.Expect(p.checkpoint(t, "b")).To(Equal(before), "a preview changed b's checkpoint")
+	var cm corev1.ConfigMap
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: "mono-b"}, &cm)).To(Succeed())
+	g.Expect(cm.Data["version"]).To(Equal("1"))
+	g.Expect(p.previewRuns(t) - runsBefore).To(Equal(4), "b's four previews, and none for a or c")
+
+	// Closing pull request 1 removes its preview and its request.
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "closed", 1, head2, "main", false))
+	g.Eventually(func(g Gomega) {
+		for _, name := range []string{"a", "b", "c"} {
+			s := getStack(g, p.keys[name])
+			for _, e := range s.Status.Previews {
+				g.Expect(e.Number).NotTo(Equal(int64(1)), "%s still has pull request 1", name)
+			}
+			g.Expect(s.Annotations).NotTo(HaveKey(v1alpha1.PreviewRequestAnnotationPrefix + "1"))
+		}
+	}, time.Minute, 500*time.Millisecond).Should(Succeed())
+	for _, req := range p.forge.Requests() {
+		g.Expect(req.Auth).To(Equal("Bearer " + forgeToken))
+		g.Expect(req.Code/100).To(Equal(2), "%s %s answered %d", req.Method, req.Path, req.Code)
+	}
+}
+
+// previewRuns counts the previews that started a runner.
+func (p *previewFixture) previewRuns(t *testing.T) int {
+	t.Helper()
+	n, err := p.ctrl.Metric("stackpilot_pull_request_preview_runs_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
+}

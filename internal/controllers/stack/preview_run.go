@@ -1,0 +1,229 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/forge"
+	"github.com/stackpilot/stackpilot/internal/preview"
+	"github.com/stackpilot/stackpilot/internal/runner"
+	"github.com/stackpilot/stackpilot/internal/source/git"
+)
+
+// previewOne previews one pull request's head for stack and posts the
+// result: which files it changes decides whether the Stack is concerned at
+// all; a fork's waits for its label; then a pending status, the preview
+// (runner.Spec.Review: nothing changes in the backend), the comment and the
+// final status. It returns the status entry it wrote. An error is a status
+// patch that failed (retried by the queue); what the forge or the preview
+// answered is in the entry.
+func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest) (v1alpha1.PullRequestPreview, error) {
+	prev := previewEntry(stack, q.Number)
+	e := v1alpha1.PullRequestPreview{Number: q.Number, Head: q.Head, UpdatedAt: metav1.NewTime(r.now())}
+	if prev != nil {
+		e.CommentID = prev.CommentID
+		if prev.Head == q.Head && prev.Phase == v1alpha1.PreviewError {
+			e.Failures = prev.Failures
+		}
+	}
+	fail := func(err error) (v1alpha1.PullRequestPreview, error) {
+		e.Phase, e.Failures = v1alpha1.PreviewError, e.Failures+1
+		e.Message = cutUTF8(err.Error(), 2000)
+		r.recordf(stack, corev1.EventTypeWarning, "PreviewFailed", "preview", "pull request %d: %s", q.Number, e.Message)
+		return e, r.patchPreview(ctx, stack, e)
+	}
+	if followed := followedBranch(stack); followed != "" && followed != q.Base {
+		e.Phase = v1alpha1.PreviewUnaffected
+		e.Message = fmt.Sprintf("pull request %d merges into %s; this Stack follows %s", q.Number, q.Base, followed)
+		return e, r.patchPreview(ctx, stack, e)
+	}
+	fc, err := r.forgeClient(ctx, stack)
+	if err != nil {
+		return fail(err)
+	}
+	files, complete, err := fc.ChangedFiles(ctx, q.Number)
+	if err != nil {
+		return fail(fmt.Errorf("list the files pull request %d changes: %w", q.Number, err))
+	}
+	if complete && !forge.Touches(files, stack.Spec.Source.Dir, programIncludes(stack)) {
+		e.Phase = v1alpha1.PreviewUnaffected
+		e.Message = fmt.Sprintf("pull request %d changes none of %s", q.Number, programPaths(stack))
+		return e, r.patchPreview(ctx, stack, e)
+	}
+	ctxName := preview.Context(stack.Namespace, stack.Name)
+	if label := forkLabelOf(stack.Spec.Previews); !forkAllowed(q, label) {
+		e.Phase = v1alpha1.PreviewAwaitingLabel
+		e.Message = fmt.Sprintf("pull request %d comes from a fork: its program runs once someone with write access adds the label %q", q.Number, label)
+		if err := fc.SetStatus(ctx, q.Head, forge.Status{State: forge.StatePending, Context: ctxName,
+			Description: fmt.Sprintf("from a fork: waits for the label %s", label)}); err != nil {
+			return fail(fmt.Errorf("set the status of %s: %w", short(q.Head), err))
+		}
+		return e, r.patchPreview(ctx, stack, e)
+	}
+	if err := fc.SetStatus(ctx, q.Head, forge.Status{State: forge.StatePending, Context: ctxName, Description: "previewing"}); err != nil {
+		return fail(fmt.Errorf("set the status of %s: %w", short(q.Head), err))
+	}
+	e.Phase, e.Message = v1alpha1.PreviewRunning, fmt.Sprintf("previewing %s", short(q.Head))
+	e.Operation = newOperationID(runner.OpPreview)
+	if err := r.patchPreview(ctx, stack, e); err != nil {
+		return e, err
+	}
+
+	// The preview's own context: a newer push to this pull request, or
+	// its closing, cancels it (previewEvents).
+	opCtx, cancel := context.WithCancel(ctx)
+	key := previewKey{uid: stack.UID, number: q.Number}
+	r.running.start(key, q.Head, cancel)
+	res, msg := r.runReview(opCtx, stack, q, e.Operation)
+	r.running.end(key)
+	cancel()
+	if res != nil && res.Outcome == runner.OutcomeCancelled && ctx.Err() == nil {
+		// Outdated: the next reconcile previews what is asked now. Nothing
+		// is posted for a head nobody looks at any more.
+		log.FromContext(ctx).Info("preview cancelled by a newer request", "pullRequest", q.Number, "head", q.Head)
+		return e, nil
+	}
+	if ctx.Err() != nil {
+		return e, ctx.Err() // the controller stops; the next one previews again
+	}
+
+	rep := preview.Report{Namespace: stack.Namespace, Name: stack.Name, Head: q.Head, Result: res, Message: msg,
+		LogsHint: fmt.Sprintf("stackpilot logs %s -n %s --operation %s", stack.Name, stack.Namespace, e.Operation)}
+	id, err := fc.UpsertComment(ctx, q.Number, e.CommentID, preview.Marker(stack.Namespace, stack.Name), rep.Comment(fc.MaxCommentSize()))
+	if id != "" {
+		e.CommentID = id
+	}
+	if err != nil {
+		return fail(fmt.Errorf("comment on pull request %d: %w", q.Number, err))
+	}
+	state := forge.StateFailure
+	if rep.Succeeded() {
+		state = forge.StateSuccess
+	}
+	if err := fc.SetStatus(ctx, q.Head, forge.Status{State: state, Context: ctxName, Description: rep.Description()}); err != nil {
+		return fail(fmt.Errorf("set the status of %s: %w", short(q.Head), err))
+	}
+	e.Failures, e.UpdatedAt = 0, metav1.NewTime(r.now())
+	e.Message = cutUTF8(rep.Description(), 2000)
+	if rep.Succeeded() {
+		e.Phase = v1alpha1.PreviewSucceeded
+		c := res.Changes
+		e.Changes = &v1alpha1.ChangeSummary{Create: int64(c.Create), Update: int64(c.Update), Replace: int64(c.Replace), Delete: int64(c.Delete)}
+		r.recordf(stack, corev1.EventTypeNormal, "PullRequestPreviewed", "preview", "pull request %d at %s: %s", q.Number, short(q.Head), e.Message)
+	} else {
+		e.Phase = v1alpha1.PreviewFailed
+		r.recordf(stack, corev1.EventTypeWarning, "PullRequestPreviewFailed", "preview", "pull request %d at %s: %s", q.Number, short(q.Head), e.Message)
+	}
+	return e, r.patchPreview(ctx, stack, e)
+}
+
+// runReview fetches the pull request's head and previews it with the
+// Stack's current inputs, identity and executor. It returns the result
+// (nil when nothing could run) and its message, secrets scrubbed.
+func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest, id string) (*runner.Result, string) {
+	failed := func(err error) (*runner.Result, string) {
+		return &runner.Result{Outcome: runner.OutcomeFailed, Message: err.Error()}, err.Error()
+	}
+	kind := r.gitKind()
+	if kind == nil {
+		return failed(errors.New("this controller has no Git source"))
+	}
+	in, err := r.inputsResolver().resolve(ctx, stack)
+	if err != nil {
+		return failed(fmt.Errorf("the Stack's inputs: %w", err))
+	}
+	art, err := kind.FetchPullRequest(ctx, stack, q.Ref, q.Head)
+	if err != nil {
+		return failed(fmt.Errorf("fetch %s of pull request %d: %s", short(q.Head), q.Number, scrub(err.Error(), in.Secrets)))
+	}
+	st := &reconcileState{
+		stack:    stack.DeepCopy(),
+		revision: fmt.Sprintf("pull/%d@sha1:%s", q.Number, q.Head),
+		inputs:   in,
+		artifact: art,
+	}
+	pullRequestPreviewRuns.Inc()
+	res := r.execute(ctx, st, id, runner.OpPreview, art, opOptions{review: true})
+	if res == nil {
+		return nil, ""
+	}
+	return res, scrub(res.Message, in.Secrets)
+}
+
+// forgeClient is the client of spec.previews, its token read from the
+// Secret of spec.previews.secretRef through the API server.
+func (r *PreviewReconciler) forgeClient(ctx context.Context, stack *v1alpha1.Stack) (forge.Client, error) {
+	p := stack.Spec.Previews
+	g := stack.Spec.Source.Git
+	if g == nil {
+		return nil, &forge.ConfigError{Reason: "spec.previews needs a spec.source.git: pull requests are a Git forge's"}
+	}
+	provider, apiURL, repo := forge.Defaults(g.URL, p.Provider, p.APIURL, p.Repository)
+	var sec corev1.Secret
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: p.SecretRef.Name}, &sec); err != nil {
+		return nil, fmt.Errorf("spec.previews.secretRef: read Secret %s: %w", p.SecretRef.Name, err)
+	}
+	token := strings.TrimSpace(string(sec.Data[v1alpha1.ForgeTokenKey]))
+	return forge.New(forge.Config{Provider: provider, APIURL: apiURL, Repository: repo, Token: token, HTTPClient: r.HTTPClient})
+}
+
+// gitKind is the controller's Git source kind.
+func (r *PreviewReconciler) gitKind() *git.Kind {
+	for _, k := range r.Sources {
+		if g, ok := k.(*git.Kind); ok {
+			return g
+		}
+	}
+	return nil
+}
+
+// followedBranch is the branch the Stack follows: spec.source.git.ref.branch,
+// else the branch its last revision was found on (a Stack that follows the
+// remote HEAD); "" when neither says.
+func followedBranch(stack *v1alpha1.Stack) string {
+	g := stack.Spec.Source.Git
+	if g == nil {
+		return ""
+	}
+	if g.Ref != nil && g.Ref.Branch != "" {
+		return g.Ref.Branch
+	}
+	if g.Ref != nil && (g.Ref.Tag != "" || g.Ref.SemVer != "") {
+		return "" // a tag follower takes no pull request's base
+	}
+	rev := stack.Status.LastAttemptedRevision
+	if name, _, ok := strings.Cut(rev, "@"); ok {
+		return name
+	}
+	return ""
+}
+
+func programIncludes(stack *v1alpha1.Stack) []string {
+	if g := stack.Spec.Source.Git; g != nil {
+		return g.Include
+	}
+	return nil
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+func (r *PreviewReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
