@@ -90,11 +90,15 @@ func TestMatchesPullRequest(t *testing.T) {
 		s    *v1alpha1.Stack
 		want bool
 	}{
-		"same repository and base":  {stack("git@github.com:org/app.git", "main", true), true},
-		"previews off":              {stack("https://github.com/org/app", "main", false), false},
-		"another branch":            {stack("https://github.com/org/app", "dev", true), false},
-		"another repository":        {stack("https://github.com/org/other", "main", true), false},
-		"no previews spec":          {func() *v1alpha1.Stack { s := stack("https://github.com/org/app", "main", true); s.Spec.Previews = nil; return s }(), false},
+		"same repository and base": {stack("git@github.com:org/app.git", "main", true), true},
+		"previews off":             {stack("https://github.com/org/app", "main", false), false},
+		"another branch":           {stack("https://github.com/org/app", "dev", true), false},
+		"another repository":       {stack("https://github.com/org/other", "main", true), false},
+		"no previews spec": {func() *v1alpha1.Stack {
+			s := stack("https://github.com/org/app", "main", true)
+			s.Spec.Previews = nil
+			return s
+		}(), false},
 	} {
 		if got := MatchesPullRequest(tc.s, ev); got != tc.want {
 			t.Errorf("%s: MatchesPullRequest = %v, want %v", name, got, tc.want)

@@ -1,9 +1,9 @@
 package runner
 
 import (
-	"os"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"

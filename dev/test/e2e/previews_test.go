@@ -242,7 +242,7 @@ func TestPullRequestPreviews(t *testing.T) {
 	var cm corev1.ConfigMap
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: "mono-b"}, &cm)).To(Succeed())
 	g.Expect(cm.Data["version"]).To(Equal("1"))
-	g.Expect(p.previewRuns(t) - runsBefore).To(Equal(4), "b's four previews, and none for a or c")
+	g.Expect(p.previewRuns(t)-runsBefore).To(Equal(4), "b's four previews, and none for a or c")
 
 	// Closing pull request 1 removes its preview and its request.
 	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "closed", 1, head2, "main", false))

@@ -428,8 +428,8 @@ func listPulls(s *Server, a *answer, rp *repo, _ []string, _ []byte, q url.Value
 			labels = append(labels, map[string]string{"name": l})
 		}
 		out = append(out, map[string]any{"number": p.Number, "html_url": fmt.Sprintf("https://forge.test/pull/%d", p.Number),
-			"head": map[string]any{"sha": p.Head, "ref": p.Ref, "repo": map[string]string{"full_name": headRepo}},
-			"base": map[string]any{"ref": p.Base, "repo": map[string]string{"full_name": rp.name}},
+			"head":   map[string]any{"sha": p.Head, "ref": p.Ref, "repo": map[string]string{"full_name": headRepo}},
+			"base":   map[string]any{"ref": p.Base, "repo": map[string]string{"full_name": rp.name}},
 			"labels": nonNil(labels)})
 	}
 	a.json(http.StatusOK, nonNil(page(a.forge, out, q)))
