@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
@@ -269,4 +270,71 @@ func (p *previewFixture) previewRuns(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return int(n)
+}
+
+// TestPullRequestPreviewsPolled: with spec.previews.pollInterval and no
+// webhook, the open merge requests of GitLab (the recording forge) are
+// listed through its API: one into main that changes b/ gets b's note and
+// commit status (GitLab's "running", then "success"); once it is no longer
+// open, its preview leaves the Stacks' status.
+func TestPullRequestPreviewsPolled(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	p := newPreviewFixture(t, forgetest.GitLab, func(pv *v1alpha1.Previews) {
+		pv.PollInterval = &metav1.Duration{Duration: 2 * time.Second}
+	})
+	head := p.push(t, 4, previewTree("1", "2", "1"), "b/Pulumi.yaml")
+	p.forge.SetPulls(forgetest.GitLab, p.repo,
+		forgetest.Pull{Number: 4, Head: head, Base: "main"},
+		forgetest.Pull{Number: 5, Head: head, Base: "release"}) // another branch: not listed for these Stacks
+	p.waitPreview(t, "b", 4, head, v1alpha1.PreviewSucceeded)
+	p.waitPreview(t, "a", 4, head, v1alpha1.PreviewUnaffected)
+	notes := p.forge.Comments(forgetest.GitLab, p.repo, 4)
+	g.Expect(notes).To(HaveLen(1))
+	g.Expect(notes[0].Body).To(ContainSubstring(preview.Marker(p.ns, "b")))
+	statuses := p.forge.Statuses(forgetest.GitLab, p.repo, head)
+	g.Expect(statuses).To(HaveLen(2))
+	g.Expect([]string{statuses[0].State, statuses[1].State}).To(Equal([]string{"running", "success"}))
+	g.Expect(statuses[1].Context).To(Equal(preview.Context(p.ns, "b")))
+	g.Expect(p.previewRuns(t)).To(Equal(1))
+
+	// Merged: no longer listed, so forgotten.
+	p.forge.SetPulls(forgetest.GitLab, p.repo)
+	g.Eventually(func(g Gomega) {
+		for _, name := range []string{"a", "b", "c"} {
+			s := getStack(g, p.keys[name])
+			g.Expect(s.Status.Previews).To(BeEmpty(), name)
+			g.Expect(s.Annotations).NotTo(HaveKey(v1alpha1.PreviewRequestAnnotationPrefix + "4"))
+		}
+	}, time.Minute, 500*time.Millisecond).Should(Succeed())
+	for _, req := range p.forge.Requests() {
+		g.Expect(req.Auth).To(Equal(forgeToken), "GitLab's PRIVATE-TOKEN header")
+		g.Expect(req.Path).To(HavePrefix("/projects/org%2Fmono/"))
+	}
+	g.Expect(p.forge.RequestsMatching("GET", `/merge_requests$`)).NotTo(BeEmpty())
+}
+
+// TestPullRequestPreviewsGitea: a Gitea Receiver's pull_request event; the
+// comment and status go through Gitea's API (its "token" authorization).
+func TestPullRequestPreviewsGitea(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	p := newPreviewFixture(t, forgetest.Gitea, nil)
+	hook := createReceiver(t, p.ns, p.ctrl, "gitea", "gitea", func(r *v1alpha1.Receiver) {
+		r.Spec.Events = []string{"pull_request"}
+	})
+	head := p.push(t, 9, previewTree("2", "1", "1"), "a/Pulumi.yaml", "docs/README.md")
+	body := githubPullEvent(p.git.URL("mono"), "opened", 9, head, "main", false)
+	r := post(t, "POST", hook, body, "Content-Type", "application/json", "X-Gitea-Event", "pull_request",
+		"X-Gitea-Signature", hex.EncodeToString(receiver.Sign(body, []byte(webhookToken))))
+	g.Expect(r.Code).To(Equal(200), "%+v", r)
+	p.waitPreview(t, "a", 9, head, v1alpha1.PreviewSucceeded)
+	p.waitPreview(t, "b", 9, head, v1alpha1.PreviewUnaffected)
+	g.Expect(p.forge.Comments(forgetest.Gitea, p.repo, 9)).To(HaveLen(1))
+	statuses := p.forge.Statuses(forgetest.Gitea, p.repo, head)
+	g.Expect(statuses[len(statuses)-1].State).To(Equal("success"))
+	g.Expect(statuses[len(statuses)-1].Context).To(Equal(preview.Context(p.ns, "a")))
+	for _, req := range p.forge.Requests() {
+		g.Expect(req.Auth).To(Equal("token " + forgeToken))
+	}
 }

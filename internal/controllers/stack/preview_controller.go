@@ -61,8 +61,11 @@ func (r *PreviewReconciler) SetupWithManager(mgr ctrl.Manager, opts PreviewOptio
 // Reconcile handles every preview request of one Stack, in order of pull
 // request number.
 func (r *PreviewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read through the API server, not the cache: the previews this
+	// controller recorded a moment ago must be seen, or a request that
+	// arrived meanwhile would preview the same head again.
 	stack := &v1alpha1.Stack{}
-	if err := r.Get(ctx, req.NamespacedName, stack); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, stack); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !stack.DeletionTimestamp.IsZero() {
