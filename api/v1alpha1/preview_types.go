@@ -115,6 +115,9 @@ type PreviewRequest struct {
 	// Closed is true once the pull request is closed or merged: its preview
 	// is cleaned up and the annotation removed.
 	Closed bool `json:"closed,omitempty"`
+	// Merged is true when it was closed by merging: its reviewed plan stays
+	// for the up the merge starts.
+	Merged bool `json:"merged,omitempty"`
 	// URL is the pull request's web page, for messages.
 	URL string `json:"url,omitempty"`
 }
@@ -157,6 +160,11 @@ type PullRequestPreview struct {
 	// Changes are the preview's change counts.
 	// +optional
 	Changes *ChangeSummary `json:"changes,omitempty"`
+	// Plan is the id of the update plan the preview saved: the Stack's up
+	// after the merge applies exactly it when the merged program and inputs
+	// are those previewed (`stackpilot plan STACK --id ID` prints it).
+	// +optional
+	Plan string `json:"plan,omitempty"`
 	// Operation is the id of the preview's operation (its engine log:
 	// `stackpilot logs STACK --operation ID`).
 	// +optional

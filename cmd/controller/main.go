@@ -83,6 +83,7 @@ type flags struct {
 	defaultPassphraseSecret string
 	concurrentOperations    int
 	concurrentPreviews      int
+	previewPlanURL          string
 	intervalJitterPercent   int
 	pulumiCommand           string
 	watchNamespace          string
@@ -134,6 +135,7 @@ func parseFlags() (*flags, *zap.Options) {
 	flag.StringVar(&f.defaultExecutor, "default-executor", v1alpha1.ExecutorLocal, "Where operations of Stacks without spec.runner.executor run: Local (a process of the controller, as the controller's user: for trusted programs and development) or Job (one Pod per operation in the Stack's namespace, as the Stack's ServiceAccount). The installed manifests pass Job.")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the runner Pods of Stacks without spec.runner.image: any image with pulumi and the program's language host on PATH (default: the controller's own image, read from its Pod, which holds pulumi and the YAML language host).")
 	flag.IntVar(&f.concurrentPreviews, "concurrent-previews", 2, "How many pull-request previews (spec.previews) run at once, beside the Stacks' own operations; each also takes a slot of --concurrent-operations (Local) or --max-concurrent-jobs (Job) while it runs.")
+	flag.StringVar(&f.previewPlanURL, "preview-plan-url-template", "", "The link to a pull request's reviewed plan in its comment and commit status, with {namespace}, {name} and {id} replaced (for example a page that serves GET /plans/<namespace>/<name>/<id>); empty: the comment names the `stackpilot plan --id` command instead.")
 	flag.IntVar(&f.maxConcurrentJobs, "max-concurrent-jobs", defaultMaxConcurrentJobs, "How many runner Jobs (operations of Job Stacks) run at once; more wait for a free slot.")
 	flag.DurationVar(&f.runnerPendingTimeout, "runner-pending-timeout", executor.DefaultPendingTimeout, "How long a runner Pod may stay Pending (unscheduled, pulling its image, initialising) before its operation fails with RunnerPodFailed and the Stack backs off; raise it where a cluster autoscaler adds nodes for runner Pods.")
 	flag.StringVar(&f.runnerEndpoint, "runner-endpoint", "", "HTTPS URL at which runner Pods reach the controller to fetch their program and inputs and to report their result (default: https://stackpilot-runner.<the controller's namespace>.svc:9444).")
@@ -152,6 +154,9 @@ func parseFlags() (*flags, *zap.Options) {
 func run() error {
 	f, zapOpts := parseFlags()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
+	if t := f.previewPlanURL; t != "" && !strings.HasPrefix(t, "https://") && !strings.HasPrefix(t, "http://") {
+		return fmt.Errorf("--preview-plan-url-template %q: want an http(s) URL, with {namespace}, {name} and {id} where the plan's are", t)
+	}
 	if f.concurrentPreviews < 1 {
 		return errors.New("--concurrent-previews must be at least 1")
 	}
@@ -305,7 +310,7 @@ func run() error {
 		return err
 	}
 	// Pull-request previews: their own queue and workers (spec.previews).
-	previews := &stack.PreviewReconciler{StackReconciler: r}
+	previews := &stack.PreviewReconciler{StackReconciler: r, PlanURLTemplate: f.previewPlanURL}
 	if err := previews.SetupWithManager(mgr, stack.PreviewOptions{MaxConcurrentReconciles: f.concurrentPreviews}); err != nil {
 		return err
 	}
@@ -319,7 +324,7 @@ func run() error {
 	if err := receiver.Setup(mgr, f.webhookAddr, r.GitResolver()); err != nil {
 		return err
 	}
-	if err := server.Setup(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans); err != nil {
+	if err := server.Setup(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans, r.Reviews); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

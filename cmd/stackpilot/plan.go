@@ -23,13 +23,14 @@ const exitNoPlan = 3
 
 type planOptions struct {
 	output     string
+	id         string
 	controller controllerOptions
 }
 
 func (c *cli) newPlanCmd() *cobra.Command {
 	opts := planOptions{}
 	cmd := &cobra.Command{
-		Use:   "plan STACK",
+		Use:   "plan STACK [--id ID]",
 		Short: "Print the Stack's pending plan, like pulumi preview",
 		Long: `Prints the plan that waits for approval (spec.approval.mode Manual) or is
 only shown (PreviewOnly): the revision it was made at, its id, and every
@@ -45,6 +46,11 @@ controller checks: reading a Stack's plans needs get on that Stack. When the
 controller cannot be reached or refuses, it prints status.pendingPlan
 instead, which lists the first 50 resources, and says why on stderr.
 
+--id prints another plan the controller keeps for the Stack: a pull
+request's preview (spec.previews) keeps one, named in status.previews[].plan
+and in the comment on the pull request ("review-<number>-<commit>"). It is
+read from the controller only.
+
 Exit codes:
   0  the pending plan was printed
   1  error: the Stack cannot be read
@@ -52,6 +58,7 @@ Exit codes:
   3  the Stack has no pending plan (the message says why)`,
 		Example: `  stackpilot plan web -n infra
   stackpilot plan web -o json | jq '.resources[].urn'
+  stackpilot plan web --id review-12-1a2b3c4d5e6f
   stackpilot plan web --controller-url https://localhost:9443 --insecure-skip-tls-verify`,
 		Args:              exactArgs(1, "one Stack name"),
 		ValidArgsFunction: c.completeStacks,
@@ -64,6 +71,9 @@ Exit codes:
 				return err
 			}
 			return c.withStack(args[0], func(ctx context.Context, _ *stackGetter, s *v1alpha1.Stack) error {
+				if opts.id != "" {
+					return c.printPlanByID(ctx, opts, format, s)
+				}
 				if s.Status.PendingPlan == nil {
 					return noPendingPlan(s)
 				}
@@ -77,6 +87,7 @@ Exit codes:
 		},
 	}
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "Output format: text (like pulumi preview), json or yaml (the plan document).")
+	cmd.Flags().StringVar(&opts.id, "id", "", "Print the plan of this id, not the pending one: a pull request's reviewed plan (status.previews[].plan).")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	opts.controller.addFlags(cmd.Flags(), "the plan")
 	return cmd
@@ -126,9 +137,26 @@ func (c *cli) writePlan(format string, s *v1alpha1.Stack, d *plan.Document, omit
 	return err
 }
 
+// printPlanByID prints plan opts.id of s, read from the controller.
+func (c *cli) printPlanByID(ctx context.Context, opts planOptions, format string, s *v1alpha1.Stack) error {
+	ep, err := c.controllerEndpoint(opts.controller.forStack(s))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, planFetchTimeout)
+	defer cancel()
+	d, err := ep.fetchPlan(ctx, s.Namespace, s.Name, opts.id)
+	if err != nil {
+		return err
+	}
+	return c.writePlan(format, s, d, 0)
+}
+
 // planHint is the plan's last line: what a person can do with it.
 func planHint(s *v1alpha1.Stack, id string) string {
 	switch {
+	case strings.HasPrefix(id, "review-"):
+		return "This plan is a pull request's preview: the up after its merge applies exactly it, when the merged program and the Stack's inputs are those previewed."
 	case s.GetApprovalMode() == v1alpha1.ApprovalPreviewOnly:
 		return "This Stack is PreviewOnly (spec.approval.mode): its plans are shown, never applied."
 	case s.GetApprovalMode() == v1alpha1.ApprovalAuto:

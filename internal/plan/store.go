@@ -171,3 +171,48 @@ func (s *Store) RemoveStack(uid types.UID) error {
 	}
 	return os.RemoveAll(s.stackDir(uid))
 }
+
+// Documents reads the Documents of every plan of the Stack, in no order;
+// a plan whose files are not both in place is left out.
+func (s *Store) Documents(uid types.UID) ([]*Document, error) {
+	if uid == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(s.stackDir(uid))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var docs []*Document
+	for _, e := range entries {
+		if !e.IsDir() || !s.Has(uid, e.Name()) {
+			continue
+		}
+		doc, err := s.Document(uid, e.Name())
+		if err != nil {
+			continue
+		}
+		docs = append(docs, doc)
+	}
+	return docs, nil
+}
+
+// CopyFrom stores, as plan id with doc, the Pulumi plan of plan from in
+// src: a reviewed plan becomes a Stack's pending plan without a second
+// preview.
+func (s *Store) CopyFrom(src *Store, uid types.UID, from string, doc *Document) error {
+	staged, err := s.Stage(uid, doc.ID)
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(src.PlanFile(uid, from))
+	if err != nil {
+		return fmt.Errorf("read plan %s: %w", from, err)
+	}
+	if err := os.WriteFile(staged, raw, 0o600); err != nil {
+		return fmt.Errorf("copy plan %s: %w", from, err)
+	}
+	return s.Commit(uid, doc)
+}

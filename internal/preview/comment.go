@@ -6,6 +6,7 @@ package preview
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/stackpilot/stackpilot/internal/runner"
@@ -21,7 +22,10 @@ type Report struct {
 	// Message is the result's message with the Stack's secrets scrubbed
 	// (the runner's result is never rendered unscrubbed).
 	Message string
-	// PlanURL links to the full plan, when the controller has an external URL.
+	// PlanID is the plan the preview kept ("" when none).
+	PlanID string
+	// PlanURL links to the full plan (the controller's
+	// --preview-plan-url-template), "" for none.
 	PlanURL string
 	// LogsHint is how to read the engine log (a command).
 	LogsHint string
@@ -31,6 +35,15 @@ type Report struct {
 // others' on the same pull request, so that it is found again and edited.
 func Marker(namespace, name string) string {
 	return fmt.Sprintf("<!-- stackpilot-preview %s/%s -->", namespace, name)
+}
+
+// PlanURL fills a --preview-plan-url-template: {namespace}, {name} and
+// {id} are replaced, each escaped for a URL path.
+func PlanURL(template, namespace, name, id string) string {
+	if template == "" || id == "" {
+		return ""
+	}
+	return strings.NewReplacer("{namespace}", url.PathEscape(namespace), "{name}", url.PathEscape(name), "{id}", url.PathEscape(id)).Replace(template)
 }
 
 // Context is the commit status context of a Stack.
@@ -174,8 +187,11 @@ func (r Report) render(rows int) string {
 
 func (r Report) footer(b *strings.Builder) {
 	var parts []string
-	if r.PlanURL != "" {
+	switch {
+	case r.PlanURL != "" && r.PlanID != "":
 		parts = append(parts, fmt.Sprintf("[the full plan](%s)", r.PlanURL))
+	case r.PlanID != "":
+		parts = append(parts, fmt.Sprintf("the full plan: `stackpilot plan %s -n %s --id %s`", r.Name, r.Namespace, r.PlanID))
 	}
 	if r.LogsHint != "" {
 		parts = append(parts, "the engine log: `"+r.LogsHint+"`")

@@ -23,8 +23,9 @@ type PullRequest struct {
 	Base string
 	// Fork is true when the head is in another repository than the base.
 	Fork bool
-	// Closed is true when the pull request was closed or merged.
-	Closed bool
+	// Closed is true when the pull request was closed or merged; Merged
+	// when merged.
+	Closed, Merged bool
 	// Labels are its labels (GitHub, GitLab, Gitea; Bitbucket has none).
 	Labels []string
 	// URL is its web page.
@@ -113,6 +114,7 @@ func parseGitHubPull(ev Event, body []byte) (Event, error) {
 		Base:   strings.TrimPrefix(pr.Base.Ref, "refs/heads/"),
 		Fork:   fork,
 		Closed: p.Action == "closed" || pr.State == "closed" || pr.Merged,
+		Merged: pr.Merged,
 		Labels: boundLabels(labels), URL: pr.HTMLURL,
 	}
 	r := p.Repository
@@ -166,6 +168,7 @@ func parseGitLabMerge(ev Event, body []byte) (Event, error) {
 		Base:   a.TargetBranch,
 		Fork:   a.SourceProjectID != a.TargetProjectID,
 		Closed: a.Action == "close" || a.Action == "merge" || a.State == "closed" || a.State == "merged",
+		Merged: a.Action == "merge" || a.State == "merged",
 		Labels: boundLabels(labels), URL: a.URL,
 	}
 	ev.Repositories = []string{p.Project.GitHTTPURL, p.Project.GitSSHURL, p.Project.WebURL}
@@ -229,6 +232,7 @@ func parseBitbucketPull(ev Event, body []byte) (Event, error) {
 		Base:   pr.Destination.Branch.Name,
 		Fork:   !strings.EqualFold(pr.Source.Repository.FullName, pr.Destination.Repository.FullName),
 		Closed: ev.Name == "pullrequest:fulfilled" || ev.Name == "pullrequest:rejected" || pr.State == "MERGED" || pr.State == "DECLINED",
+		Merged: ev.Name == "pullrequest:fulfilled" || pr.State == "MERGED",
 		URL:    pr.Links.HTML.Href,
 	}
 	l := p.Repository.Links

@@ -39,7 +39,7 @@ func TestParsePullRequests(t *testing.T) {
 		"github": {typ: "github", h: map[string]string{"X-GitHub-Event": "pull_request"}, body: githubPullBody, want: PullRequest{
 			Number: 5, Action: "synchronize", Head: head, Ref: "refs/pull/5/head", Base: "main", Labels: []string{"infra"}, URL: "https://github.com/org/app/pull/5"}},
 		"github fork merged": {typ: "github", h: map[string]string{"X-GitHub-Event": "pull_request"}, body: githubForkClosedBody, want: PullRequest{
-			Number: 6, Action: "closed", Head: head, Ref: "refs/pull/6/head", Base: "main", Fork: true, Closed: true}},
+			Number: 6, Action: "closed", Head: head, Ref: "refs/pull/6/head", Base: "main", Fork: true, Closed: true, Merged: true}},
 		"gitlab": {typ: "gitlab", h: map[string]string{"X-Gitlab-Event": "Merge Request Hook"}, body: gitlabMergeBody, want: PullRequest{
 			Number: 12, Action: "update", Head: head, Ref: "refs/merge-requests/12/head", Base: "main", Fork: true,
 			Labels: []string{"stackpilot/preview"}, URL: "https://gitlab.com/org/app/-/merge_requests/12"}},

@@ -19,7 +19,7 @@ import (
 func (q *Requester) requestPreviews(ctx context.Context, stacks []v1alpha1.Stack, ev Event) (int, error) {
 	pr := ev.PullRequest
 	req := v1alpha1.PreviewRequest{Number: pr.Number, Head: pr.Head, Ref: pr.Ref, Base: pr.Base,
-		Fork: pr.Fork, Labels: pr.Labels, Closed: pr.Closed, URL: truncate(pr.URL, 512)}
+		Fork: pr.Fork, Labels: pr.Labels, Closed: pr.Closed, Merged: pr.Merged, URL: truncate(pr.URL, 512)}
 	value, err := json.Marshal(req)
 	if err != nil {
 		return 0, err

@@ -31,7 +31,7 @@ import (
 // way users reach it, does not verify a Service's certificate, and the
 // bearer tokens it carries must still not cross the network in the clear.
 // The port is bound here, so a taken one fails the start, not later.
-func Setup(mgr ctrl.Manager, addr, certDir string, logs *logstore.Store, plans *plan.Store) error {
+func Setup(mgr ctrl.Manager, addr, certDir string, logs *logstore.Store, plans, reviews *plan.Store) error {
 	if addr == "0" || addr == "" {
 		return nil
 	}
@@ -45,7 +45,7 @@ func Setup(mgr ctrl.Manager, addr, certDir string, logs *logstore.Store, plans *
 	}
 	mux := http.NewServeMux()
 	mux.Handle(wire.LogsPath, &LogsHandler{Store: logs, Reader: mgr.GetAPIReader(), Client: mgr.GetClient()})
-	mux.Handle(wire.PlansPath, &PlanHandler{Store: plans, Reader: mgr.GetClient(), Client: mgr.GetClient()})
+	mux.Handle(wire.PlansPath, &PlanHandler{Store: plans, Reviews: reviews, Reader: mgr.GetClient(), Client: mgr.GetClient()})
 	srv := &http.Server{
 		Handler:   mux,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +31,9 @@ import (
 // 404 (405 for a method other than GET), each with {"error": "..."}.
 type PlanHandler struct {
 	Store *plan.Store
+	// Reviews keeps the plans of pull requests' previews, whose ids start
+	// "review-" (served like the others; none is ever pending).
+	Reviews *plan.Store
 	// Reader reads Stacks; Client creates TokenReviews and SubjectAccessReviews.
 	Reader client.Reader
 	Client client.Client
@@ -67,15 +71,19 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	var body any
 	var ns, name string
+	store := h.Store
+	if strings.HasPrefix(id, ReviewPlanPrefix) && h.Reviews != nil {
+		store = h.Reviews
+	}
 	switch content := req.URL.Query().Get(wire.ContentParam); content {
 	case "":
-		doc, err := h.Store.Document(stack.UID, id)
+		doc, err := store.Document(stack.UID, id)
 		if err == nil {
 			body, ns, name = doc, doc.Namespace, doc.Name
 		}
 		h.answer(w, key, id, body, ns, name, err)
 	case wire.PolicyInputContent:
-		in, err := h.Store.PolicyInput(stack.UID, id)
+		in, err := store.PolicyInput(stack.UID, id)
 		if err == nil {
 			body, ns, name = in, in.Namespace, in.Name
 		}
@@ -84,6 +92,9 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wire.WriteError(w, http.StatusBadRequest, fmt.Sprintf("%s=%q: want %s, or none for the plan's document", wire.ContentParam, content, wire.PolicyInputContent))
 	}
 }
+
+// ReviewPlanPrefix starts the id of a pull request's reviewed plan.
+const ReviewPlanPrefix = "review-"
 
 // answer writes body, plan id of the Stack key as the store read it (for
 // the Stack ns/name), or the store's error.

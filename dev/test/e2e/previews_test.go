@@ -118,7 +118,8 @@ func (p *previewFixture) waitPreview(t *testing.T, name string, number int64, he
 	return got
 }
 
-// githubPullEvent is a GitHub pull_request event body.
+// githubPullEvent is a GitHub pull_request event body; action "merged" is
+// GitHub's "closed" with merged true.
 func githubPullEvent(repoURL, action string, number int64, head, base string, fork bool, labels ...string) []byte {
 	headRepo := "org/mono"
 	if fork {
@@ -128,9 +129,13 @@ func githubPullEvent(repoURL, action string, number int64, head, base string, fo
 	for _, l := range labels {
 		ls = append(ls, map[string]string{"name": l})
 	}
+	merged := action == "merged" // GitHub says "closed", with merged true
+	if merged {
+		action = "closed"
+	}
 	body, _ := json.Marshal(map[string]any{
 		"action": action, "number": number,
-		"pull_request": map[string]any{"number": number, "state": map[bool]string{true: "closed", false: "open"}[action == "closed"],
+		"pull_request": map[string]any{"number": number, "state": map[bool]string{true: "closed", false: "open"}[action == "closed"], "merged": merged,
 			"html_url": fmt.Sprintf("https://github.com/org/mono/pull/%d", number),
 			"head":     map[string]any{"sha": head, "ref": fmt.Sprintf("pr-%d", number), "repo": map[string]string{"full_name": headRepo}},
 			"base":     map[string]any{"ref": base, "repo": map[string]string{"full_name": "org/mono"}},
@@ -337,4 +342,76 @@ func TestPullRequestPreviewsGitea(t *testing.T) {
 	for _, req := range p.forge.Requests() {
 		g.Expect(req.Auth).To(Equal("token " + forgeToken))
 	}
+}
+
+// TestPullRequestMergeAppliesReviewedPlan: the preview of a pull request
+// keeps its update plan; after the merge, whose program and inputs are
+// those previewed, Stack b (Auto) applies exactly that plan (its up record
+// names it and the pull request) and Stack c (Manual) gets it as its
+// pending plan without a second preview, applied once approved. The
+// reviewed plans are gone once applied; `stackpilot plan --id` prints one
+// while it is kept.
+func TestPullRequestMergeAppliesReviewedPlan(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	p := newPreviewFixture(t, forgetest.GitHub, nil)
+	c := &v1alpha1.Stack{}
+	g.Expect(env.Client.Get(ctx, p.keys["c"], c)).To(Succeed())
+	c.Spec.Approval = &v1alpha1.Approval{Mode: v1alpha1.ApprovalManual}
+	g.Expect(env.Client.Update(ctx, c)).To(Succeed())
+	hook := createReceiver(t, p.ns, p.ctrl, "github", "github", func(r *v1alpha1.Receiver) {
+		r.Spec.Events = []string{"push", "pull_request"}
+	})
+	repoURL := p.git.URL("mono")
+
+	tree := previewTree("1", "2", "2")
+	head := p.push(t, 7, tree, "b/Pulumi.yaml", "c/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 7, head, "main", false))
+	pb := p.waitPreview(t, "b", 7, head, v1alpha1.PreviewSucceeded)
+	pc := p.waitPreview(t, "c", 7, head, v1alpha1.PreviewSucceeded)
+	g.Expect(pb.Plan).To(Equal("review-7-" + head[:12]))
+	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 7)[0].Body).To(ContainSubstring("stackpilot plan b -n " + p.ns + " --id " + pb.Plan))
+
+	out, errOut, code := mustPlanCLI(t, p.ns, "plan", "b", "--id", pb.Plan, "--controller-url", "https://"+p.ctrl.LogsAddr,
+		"--insecure-skip-tls-verify", "--token", stackReaderToken(t, p.ns))
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(out).To(ContainSubstring("[diff: ~data.version]"))
+	g.Expect(out).To(ContainSubstring("pull/7@sha1:" + head))
+	g.Expect(out).To(ContainSubstring("the up after its merge applies exactly it"))
+
+	previewsBefore := p.ctrl.Operations(t, "preview")
+	// The merge: the same tree on main (a merge commit of its own).
+	merge := p.git.Commit(t, "mono", "main", tree, "Merge pull request #7")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "merged", 7, head, "main", false))
+	postGitHubEvent(t, hook, "push", githubPush(repoURL, "main", merge))
+
+	b := waitApplied(t, p.keys["b"], merge)
+	up := b.Status.History[0]
+	g.Expect(up.Type).To(Equal(v1alpha1.OperationUp))
+	g.Expect(up.Plan).To(Equal(pb.Plan), "the up applied the reviewed plan")
+	g.Expect(up.ApprovedBy).To(ContainSubstring("pull request 7"))
+	var cm corev1.ConfigMap
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: "mono-b"}, &cm)).To(Succeed())
+	g.Expect(cm.Data["version"]).To(Equal("2"))
+
+	// c waits with the reviewed plan as its pending plan: no second preview.
+	var pending *v1alpha1.PendingPlan
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, p.keys["c"])
+		g.Expect(s.Status.PendingPlan).NotTo(BeNil())
+		g.Expect(s.Status.PendingPlan.Revision).To(HaveSuffix(merge))
+		pending = s.Status.PendingPlan
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+	g.Expect(pending.Changes.Update).To(Equal(int64(1)))
+	g.Expect(p.ctrl.Operations(t, "preview")).To(Equal(previewsBefore), "a second preview ran")
+	approve(t, p.keys["c"], pending.ID)
+	waitApplied(t, p.keys["c"], merge)
+	_ = pc
+
+	// Applied, the reviewed plans are gone.
+	g.Eventually(func() []string {
+		left, _ := filepath.Glob(filepath.Join(p.dataDir, "review-plans", "*", "review-*"))
+		return left
+	}, time.Minute, time.Second).Should(BeEmpty())
 }

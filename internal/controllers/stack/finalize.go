@@ -76,6 +76,9 @@ func (r *StackReconciler) finalize(ctx context.Context, st *reconcileState) erro
 	r.outcomeLanded(stack.UID)
 	if r.Plans != nil {
 		_ = r.Plans.RemoveStack(stack.UID) // its plans can never be applied now
+		if r.Reviews != nil {
+			_ = r.Reviews.RemoveStack(stack.UID)
+		}
 	}
 	if r.Logs != nil {
 		_ = r.Logs.RemoveStack(string(stack.UID)) // logs live as long as their Stack

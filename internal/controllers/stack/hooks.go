@@ -14,7 +14,8 @@ import (
 // upSucceeded runs after an up applied the change, its status recorded:
 //   - its inputs are kept, for a later rollback to this revision
 //     (inputs_snapshot.go);
-//   - the approved plan it applied, if any, is ended (step_approval.go);
+//   - the approved plan it applied, if any, is ended (step_approval.go),
+//     and so are the reviewed plans of pull requests (reviewed.go);
 //   - a drift report of the resources before is marked stale, and the next
 //     drift check is scheduled (driftAfterApplied).
 func (r *StackReconciler) upSucceeded(ctx context.Context, st *reconcileState, res *runner.Result) {
@@ -22,6 +23,7 @@ func (r *StackReconciler) upSucceeded(ctx context.Context, st *reconcileState, r
 	if st.approved != nil {
 		r.planApplied(st, res)
 	}
+	r.reviewedApplied(st)
 	r.driftAfterApplied(ctx, st, res, st.revision)
 }
 
@@ -30,12 +32,14 @@ func (r *StackReconciler) upSucceeded(ctx context.Context, st *reconcileState, r
 //     due (rollbackSoon, step_rollback.go): the last good revision should
 //     not wait out a retryInterval;
 //   - the approved plan it applied, if any, stays approved or is dropped as
-//     no longer valid (planFailed, step_approval.go).
+//     no longer valid (planFailed, step_approval.go); a reviewed plan that
+//     no longer holds is dropped (reviewedFailed, reviewed.go).
 func (r *StackReconciler) upFailed(st *reconcileState, err error) {
 	rollbackSoon(st)
 	if st.approved != nil {
 		r.planFailed(st, err)
 	}
+	r.reviewedFailed(st, err)
 }
 
 // driftAfterApplied follows an operation that applied revision (an up, or a

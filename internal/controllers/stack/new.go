@@ -107,6 +107,10 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 	if err != nil {
 		return nil, err
 	}
+	reviews, err := plan.NewStore(filepath.Join(cfg.DataDir, "review-plans"))
+	if err != nil {
+		return nil, err
+	}
 	logs, err := logstore.New(filepath.Join(cfg.DataDir, "logs"))
 	if err != nil {
 		return nil, err
@@ -141,6 +145,7 @@ func NewStackReconciler(mgr ctrl.Manager, cfg Config) (*StackReconciler, error) 
 		InputsDir:     filepath.Join(cfg.DataDir, "inputs"),
 		OutcomesDir:   filepath.Join(cfg.DataDir, "outcomes"),
 		Plans:         plans,
+		Reviews:       reviews,
 		Logs:          logs,
 		PulumiHome:    filepath.Join(cfg.DataDir, "pulumi-home"),
 		DigestKey:     &DigestKey{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Secret: cfg.DigestKeySecret},

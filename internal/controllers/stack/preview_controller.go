@@ -33,6 +33,9 @@ type PreviewReconciler struct {
 	*StackReconciler
 	// HTTPClient reaches the forges; nil is a client with a 30 s timeout.
 	HTTPClient *http.Client
+	// PlanURLTemplate makes the link to a reviewed plan in the comment
+	// (--preview-plan-url-template); "" links none and names the command.
+	PlanURLTemplate string
 	// Now is the clock (tests).
 	Now func() time.Time
 
@@ -135,12 +138,17 @@ func minPositive(a, b time.Duration) time.Duration {
 	return a
 }
 
-// forget ends what a closed pull request left: its status entry and its
-// request annotation (a preview running for it was cancelled by the
+// forget ends what a closed pull request left: its status entry, its
+// reviewed plan unless it was merged, and its request annotation (a preview running for it was cancelled by the
 // request's change). Its comment and statuses stay on the forge, as a
 // record of what was reviewed.
 func (r *PreviewReconciler) forget(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest) error {
-	if previewEntry(stack, q.Number) != nil {
+	if e := previewEntry(stack, q.Number); e != nil {
+		if e.Plan != "" && !q.Merged {
+			// Merged, the plan stays for the up the merge starts
+			// (reviewed.go), which ends it; closed, nobody applies it.
+			_ = r.Reviews.Remove(stack.UID, e.Plan)
+		}
 		before := stack.DeepCopy()
 		dropPreviewEntry(stack, q.Number)
 		if err := r.Status().Patch(ctx, stack, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {

@@ -30,6 +30,10 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	prev := previewEntry(stack, q.Number)
 	e := v1alpha1.PullRequestPreview{Number: q.Number, Head: q.Head, UpdatedAt: metav1.NewTime(r.now())}
 	if prev != nil {
+		if prev.Plan != "" && prev.Head != q.Head {
+			// The plan of an older head is no change anyone will merge.
+			_ = r.Reviews.Remove(stack.UID, prev.Plan)
+		}
 		e.CommentID = prev.CommentID
 		if prev.Head == q.Head && prev.Phase == v1alpha1.PreviewError {
 			e.Failures = prev.Failures
@@ -83,7 +87,8 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	opCtx, cancel := context.WithCancel(ctx)
 	key := previewKey{uid: stack.UID, number: q.Number}
 	r.running.start(key, q.Head, cancel)
-	res, msg := r.runReview(opCtx, stack, q, e.Operation)
+	res, msg, planID := r.runReview(opCtx, stack, q, e.Operation)
+	e.Plan = planID
 	r.running.end(key)
 	cancel()
 	if res != nil && res.Outcome == runner.OutcomeCancelled && ctx.Err() == nil {
@@ -97,6 +102,7 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	}
 
 	rep := preview.Report{Namespace: stack.Namespace, Name: stack.Name, Head: q.Head, Result: res, Message: msg,
+		PlanID: planID, PlanURL: preview.PlanURL(r.PlanURLTemplate, stack.Namespace, stack.Name, planID),
 		LogsHint: fmt.Sprintf("stackpilot logs %s -n %s --operation %s", stack.Name, stack.Namespace, e.Operation)}
 	id, err := fc.UpsertComment(ctx, q.Number, e.CommentID, preview.Marker(stack.Namespace, stack.Name), rep.Comment(fc.MaxCommentSize()))
 	if id != "" {
@@ -109,7 +115,7 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	if rep.Succeeded() {
 		state = forge.StateSuccess
 	}
-	if err := fc.SetStatus(ctx, q.Head, forge.Status{State: state, Context: ctxName, Description: rep.Description()}); err != nil {
+	if err := fc.SetStatus(ctx, q.Head, forge.Status{State: state, Context: ctxName, Description: rep.Description(), TargetURL: rep.PlanURL}); err != nil {
 		return fail(fmt.Errorf("set the status of %s: %w", short(q.Head), err))
 	}
 	e.Failures, e.UpdatedAt = 0, metav1.NewTime(r.now())
@@ -127,11 +133,13 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 }
 
 // runReview fetches the pull request's head and previews it with the
-// Stack's current inputs, identity and executor. It returns the result
-// (nil when nothing could run) and its message, secrets scrubbed.
-func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest, id string) (*runner.Result, string) {
-	failed := func(err error) (*runner.Result, string) {
-		return &runner.Result{Outcome: runner.OutcomeFailed, Message: err.Error()}, err.Error()
+// Stack's current inputs, identity and executor, saving Pulumi's update plan
+// in the review store (plan.Store) as plan reviewID. It returns the result
+// (nil when the controller stops mid-way), its message with secrets
+// scrubbed, and the id of the plan kept ("" when none was).
+func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest, id string) (*runner.Result, string, string) {
+	failed := func(err error) (*runner.Result, string, string) {
+		return &runner.Result{Outcome: runner.OutcomeFailed, Message: err.Error()}, err.Error(), ""
 	}
 	kind := r.gitKind()
 	if kind == nil {
@@ -145,18 +153,48 @@ func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack
 	if err != nil {
 		return failed(fmt.Errorf("fetch %s of pull request %d: %s", short(q.Head), q.Number, scrub(err.Error(), in.Secrets)))
 	}
+	digest, err := programDigest(ctx, r.Artifacts, stack, art)
+	if err != nil {
+		return failed(fmt.Errorf("pull request %d at %s: %s", q.Number, short(q.Head), scrub(err.Error(), in.Secrets)))
+	}
 	st := &reconcileState{
-		stack:    stack.DeepCopy(),
-		revision: fmt.Sprintf("pull/%d@sha1:%s", q.Number, q.Head),
-		inputs:   in,
-		artifact: art,
+		stack:         stack.DeepCopy(),
+		revision:      reviewRevision(q.Number, q.Head),
+		inputs:        in,
+		artifact:      art,
+		programDigest: digest,
+	}
+	planID := reviewPlanID(q.Number, q.Head)
+	_ = r.Reviews.Remove(stack.UID, planID) // a preview of this head again
+	file, err := r.Reviews.Stage(stack.UID, planID)
+	if err != nil {
+		return failed(err)
 	}
 	pullRequestPreviewRuns.Inc()
-	res := r.execute(ctx, st, id, runner.OpPreview, art, opOptions{review: true})
+	res := r.execute(ctx, st, id, runner.OpPreview, art, opOptions{review: true, plan: file})
 	if res == nil {
-		return nil, ""
+		return nil, "", ""
 	}
-	return res, scrub(res.Message, in.Secrets)
+	msg := scrub(res.Message, in.Secrets)
+	if res.Outcome != runner.OutcomeSucceeded {
+		return res, msg, ""
+	}
+	if err := r.Reviews.Commit(stack.UID, planDocument(st, planID, stack.GetApprovalMode(), res)); err != nil {
+		log.FromContext(ctx).Error(err, "could not keep the reviewed plan; the up after the merge previews again", "plan", planID)
+		return res, msg, ""
+	}
+	return res, msg, planID
+}
+
+// reviewRevision is how a pull request's head is named in plans and
+// messages: "pull/12@sha1:<head>".
+func reviewRevision(number int64, head string) string {
+	return fmt.Sprintf("pull/%d@sha1:%s", number, head)
+}
+
+// reviewPlanID names the plan of pull request number at head.
+func reviewPlanID(number int64, head string) string {
+	return fmt.Sprintf("review-%d-%s", number, short(head))
 }
 
 // forgeClient is the client of spec.previews, its token read from the

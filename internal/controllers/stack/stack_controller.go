@@ -63,6 +63,9 @@ type StackReconciler struct {
 	Host string
 	// Plans keeps the plans that wait for approval.
 	Plans *plan.Store
+	// Reviews keeps the plans pull requests' previews saved
+	// (preview_run.go), which the up after a merge applies (reviewed.go).
+	Reviews *plan.Store
 
 	inflight   inflightOps
 	driftRanks driftRankings
@@ -126,6 +129,9 @@ type reconcileState struct {
 	drainCancel context.CancelFunc
 	// approved is the approved plan runUp applies (gateApproval).
 	approved *approvedPlan
+	// reviewed is the plan of a pull request's review an Auto up applies
+	// (reviewed.go).
+	reviewed *approvedPlan
 	// drift is what this reconcile's drift check found, for remediateDrift.
 	drift *driftFound
 	// adoptable is an operation a stopped controller left running in its

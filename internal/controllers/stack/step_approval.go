@@ -48,6 +48,7 @@ func (r *StackReconciler) gateApproval(ctx context.Context, st *reconcileState) 
 				"plan %s dropped: spec.approval.mode is Auto, changes are applied without approval", p.ID)
 		}
 		conditions.Delete(stack, v1alpha1.PlanPendingCondition)
+		r.useReviewedPlan(ctx, st)
 		return stepContinue, nil
 	}
 	if p := stack.Status.PendingPlan; p != nil {
@@ -141,6 +142,11 @@ func appliedPlan(stack *v1alpha1.Stack, id string) bool {
 // makePlan previews the change, keeps its plan and reports it pending.
 func (r *StackReconciler) makePlan(ctx context.Context, st *reconcileState, mode v1alpha1.ApprovalMode) (stepResult, error) {
 	stack := st.stack
+	if doc := r.adoptReviewedPlan(ctx, st, mode); doc != nil {
+		p := pendingPlanOf(doc)
+		stack.Status.PendingPlan = p
+		return r.awaitApproval(ctx, st, p, mode)
+	}
 	id := newOperationID("plan")
 	file, err := r.Plans.Stage(stack.UID, id)
 	if err != nil {
@@ -244,6 +250,9 @@ func (r *StackReconciler) planFailed(st *reconcileState, err error) {
 // upOptions are the options of runUp's up: with an approved plan, exactly
 // that plan is applied, and the record says which and who approved it.
 func (st *reconcileState) upOptions() opOptions {
+	if st.approved == nil && st.reviewed != nil {
+		return opOptions{plan: st.reviewed.file, planID: st.reviewed.id, approvedBy: st.reviewed.by}
+	}
 	if st.approved == nil {
 		return opOptions{}
 	}
