@@ -20,6 +20,11 @@ const (
 	// request is closed and its preview cleaned up.
 	PreviewRequestAnnotationPrefix = "preview.stackpilot.dev/pr-"
 
+	// RevisionPreviewAnnotation asks for a preview of one revision on
+	// demand (`stackpilot preview STACK --revision REF`), its value a
+	// RevisionPreviewRequest in JSON; status.revisionPreview answers it.
+	RevisionPreviewAnnotation = "preview.stackpilot.dev/revision"
+
 	// ForgeTokenKey is the key of spec.previews.secretRef's Secret that
 	// holds the forge API token.
 	ForgeTokenKey = "token"
@@ -176,6 +181,46 @@ type PullRequestPreview struct {
 	// Failures counts the forge errors in a row, for the backoff.
 	// +optional
 	Failures int64 `json:"failures,omitempty"`
+	// UpdatedAt is when the phase last changed.
+	UpdatedAt metav1.Time `json:"updatedAt"`
+}
+
+// RevisionPreviewRequest is the value of the revision preview annotation.
+type RevisionPreviewRequest struct {
+	// Revision is what to preview: a branch, a tag, a full commit hash, a
+	// full reference name (refs/pull/12/head) or pull/12.
+	Revision string `json:"revision"`
+	// RequestedAt tells one request from the next (RFC 3339).
+	RequestedAt string `json:"requestedAt"`
+}
+
+// RevisionPreview is the answer to the last revision preview request.
+type RevisionPreview struct {
+	// Revision is the revision asked for, as given.
+	// +kubebuilder:validation:MaxLength=256
+	Revision string `json:"revision"`
+	// RequestedAt is the request's, so that the asker knows this is its answer.
+	// +kubebuilder:validation:MaxLength=64
+	RequestedAt string `json:"requestedAt"`
+	// Commit is the commit the revision resolved to.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// Phase: Running, Succeeded or Failed.
+	Phase PreviewPhase `json:"phase"`
+	// Message says what the preview found, or why it failed (no secret).
+	// +kubebuilder:validation:MaxLength=2000
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Changes are the preview's change counts.
+	// +optional
+	Changes *ChangeSummary `json:"changes,omitempty"`
+	// Plan is the id of the plan it kept (`stackpilot plan STACK --id ID`).
+	// +optional
+	Plan string `json:"plan,omitempty"`
+	// Operation is the id of the preview's operation, for its engine log.
+	// +optional
+	Operation string `json:"operation,omitempty"`
 	// UpdatedAt is when the phase last changed.
 	UpdatedAt metav1.Time `json:"updatedAt"`
 }

@@ -662,6 +662,11 @@ type StackStatus struct {
 	// +optional
 	Previews []PullRequestPreview `json:"previews,omitempty"`
 
+	// RevisionPreview answers the last on-demand preview of a revision
+	// (`stackpilot preview STACK --revision REF`).
+	// +optional
+	RevisionPreview *RevisionPreview `json:"revisionPreview,omitempty"`
+
 	// History lists the last operations, newest first, at most MaxHistory (10).
 	// +kubebuilder:validation:MaxItems=10
 	// +optional

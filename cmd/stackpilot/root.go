@@ -89,6 +89,7 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newArtifactCmd(),
 		c.newDriftCmd(),
 		c.newPlanCmd(),
+		c.newPreviewCmd(),
 		c.newApproveCmd(),
 		c.newGetCmd(),
 		c.newStatusCmd(),

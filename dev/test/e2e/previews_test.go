@@ -321,6 +321,7 @@ func TestPullRequestPreviewsPolled(t *testing.T) {
 
 // TestPullRequestPreviewsGitea: a Gitea Receiver's pull_request event; the
 // comment and status go through Gitea's API (its "token" authorization).
+// Then `stackpilot preview --revision` previews the same branch on demand.
 func TestPullRequestPreviewsGitea(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
@@ -342,6 +343,22 @@ func TestPullRequestPreviewsGitea(t *testing.T) {
 	for _, req := range p.forge.Requests() {
 		g.Expect(req.Auth).To(Equal("token " + forgeToken))
 	}
+
+	// The same preview on demand, from the CLI: the pull request's branch
+	// by name, printed like pulumi preview; a revision that does not exist
+	// is an error that says so.
+	ctrlArgs := []string{"--controller-url", "https://" + p.ctrl.LogsAddr, "--insecure-skip-tls-verify", "--token", stackReaderToken(t, p.ns)}
+	out, errOut, code := mustPlanCLI(t, p.ns, append([]string{"preview", "a", "--revision", "pr-9"}, ctrlArgs...)...)
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(out).To(ContainSubstring("[diff: ~data.version]"))
+	g.Expect(out).To(ContainSubstring("pr-9@sha1:" + head))
+	a := getStack(g, p.keys["a"])
+	g.Expect(a.Status.RevisionPreview).NotTo(BeNil())
+	g.Expect(a.Status.RevisionPreview.Commit).To(Equal(head))
+	_, errOut, code = mustPlanCLI(t, p.ns, append([]string{"preview", "a", "--revision", "no-such-branch"}, ctrlArgs...)...)
+	g.Expect(code).To(Equal(1))
+	g.Expect(errOut).To(ContainSubstring("no-such-branch"))
+	g.Expect(errOut).To(ContainSubstring("failed"))
 }
 
 // TestPullRequestMergeAppliesReviewedPlan: the preview of a pull request

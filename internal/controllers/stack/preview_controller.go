@@ -74,6 +74,11 @@ func (r *PreviewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !stack.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	if q, pending := revisionPending(stack); pending {
+		if err := r.previewRevision(ctx, stack, q); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	reqs, bad := previewRequests(stack)
 	if err := r.removeAnnotations(ctx, stack, bad); err != nil {
 		return ctrl.Result{}, err
@@ -198,7 +203,8 @@ func (r *PreviewReconciler) patchPreview(ctx context.Context, stack *v1alpha1.St
 	return nil
 }
 
-// runningPreviews are the previews running now, by Stack and pull request,
+// runningPreviews are the previews running now, by Stack and pull request
+// (number 0: the revision asked for on demand, its head the request's time),
 // so that a request for a newer head (or a closed pull request) cancels the
 // preview of the older one at once rather than after it ends.
 type runningPreviews struct {
@@ -239,11 +245,19 @@ func (rp *runningPreviews) cancelOutdated(stack *v1alpha1.Stack) int {
 	for _, q := range reqs {
 		want[q.Number] = q
 	}
+	rev, _ := revisionRequest(stack)
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	n := 0
 	for k, run := range rp.m {
 		if k.uid != stack.UID {
+			continue
+		}
+		if k.number == 0 { // the revision asked for on demand
+			if rev.RequestedAt != run.head {
+				run.cancel()
+				n++
+			}
 			continue
 		}
 		q, ok := want[k.number]
@@ -305,13 +319,14 @@ func wantsPreviews(s *v1alpha1.Stack) bool {
 		return true
 	}
 	reqs, bad := previewRequests(s)
-	return len(reqs) > 0 || len(bad) > 0 || len(s.Status.Previews) > 0
+	_, rev := revisionRequest(s)
+	return rev || len(reqs) > 0 || len(bad) > 0 || len(s.Status.Previews) > 0
 }
 
 func samePreviewAnnotations(a, b *v1alpha1.Stack) bool {
 	ra, ba := previewRequests(a)
 	rb, bb := previewRequests(b)
-	ja, _ := json.Marshal([]any{ra, ba})
-	jb, _ := json.Marshal([]any{rb, bb})
+	ja, _ := json.Marshal([]any{ra, ba, a.Annotations[v1alpha1.RevisionPreviewAnnotation]})
+	jb, _ := json.Marshal([]any{rb, bb, b.Annotations[v1alpha1.RevisionPreviewAnnotation]})
 	return string(ja) == string(jb)
 }

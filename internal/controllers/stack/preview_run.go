@@ -87,7 +87,7 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	opCtx, cancel := context.WithCancel(ctx)
 	key := previewKey{uid: stack.UID, number: q.Number}
 	r.running.start(key, q.Head, cancel)
-	res, msg, planID := r.runReview(opCtx, stack, q, e.Operation)
+	res, msg, planID := r.runReview(opCtx, stack, pullRequestTarget(q), e.Operation)
 	e.Plan = planID
 	r.running.end(key)
 	cancel()
@@ -132,12 +132,27 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	return e, r.patchPreview(ctx, stack, e)
 }
 
-// runReview fetches the pull request's head and previews it with the
-// Stack's current inputs, identity and executor, saving Pulumi's update plan
-// in the review store (plan.Store) as plan reviewID. It returns the result
-// (nil when the controller stops mid-way), its message with secrets
-// scrubbed, and the id of the plan kept ("" when none was).
-func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest, id string) (*runner.Result, string, string) {
+// reviewTarget is one commit to preview for review: a pull request's head
+// or a revision asked for on demand.
+type reviewTarget struct {
+	ref, head string // the reference that holds head, and head
+	revision  string // its name in plans and messages
+	planID    string // the plan to keep
+	what      string // for messages: "pull request 12", "revision main"
+}
+
+func pullRequestTarget(q v1alpha1.PreviewRequest) reviewTarget {
+	return reviewTarget{ref: q.Ref, head: q.Head, revision: reviewRevision(q.Number, q.Head),
+		planID: reviewPlanID(q.Number, q.Head), what: fmt.Sprintf("pull request %d", q.Number)}
+}
+
+// runReview fetches the target's commit and previews it with the Stack's
+// current inputs, identity and executor (runner.Spec.Review: nothing
+// changes in the backend), saving Pulumi's update plan in the review store
+// as the target's plan. It returns the result (nil when the controller
+// stops mid-way), its message with secrets scrubbed, and the id of the
+// plan kept ("" when none was).
+func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack, t reviewTarget, id string) (*runner.Result, string, string) {
 	failed := func(err error) (*runner.Result, string, string) {
 		return &runner.Result{Outcome: runner.OutcomeFailed, Message: err.Error()}, err.Error(), ""
 	}
@@ -149,24 +164,23 @@ func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack
 	if err != nil {
 		return failed(fmt.Errorf("the Stack's inputs: %w", err))
 	}
-	art, err := kind.FetchPullRequest(ctx, stack, q.Ref, q.Head)
+	art, err := kind.FetchPullRequest(ctx, stack, t.ref, t.head)
 	if err != nil {
-		return failed(fmt.Errorf("fetch %s of pull request %d: %s", short(q.Head), q.Number, scrub(err.Error(), in.Secrets)))
+		return failed(fmt.Errorf("fetch %s of %s: %s", short(t.head), t.what, scrub(err.Error(), in.Secrets)))
 	}
 	digest, err := programDigest(ctx, r.Artifacts, stack, art)
 	if err != nil {
-		return failed(fmt.Errorf("pull request %d at %s: %s", q.Number, short(q.Head), scrub(err.Error(), in.Secrets)))
+		return failed(fmt.Errorf("%s at %s: %s", t.what, short(t.head), scrub(err.Error(), in.Secrets)))
 	}
 	st := &reconcileState{
 		stack:         stack.DeepCopy(),
-		revision:      reviewRevision(q.Number, q.Head),
+		revision:      t.revision,
 		inputs:        in,
 		artifact:      art,
 		programDigest: digest,
 	}
-	planID := reviewPlanID(q.Number, q.Head)
-	_ = r.Reviews.Remove(stack.UID, planID) // a preview of this head again
-	file, err := r.Reviews.Stage(stack.UID, planID)
+	_ = r.Reviews.Remove(stack.UID, t.planID) // a preview of this commit again
+	file, err := r.Reviews.Stage(stack.UID, t.planID)
 	if err != nil {
 		return failed(err)
 	}
@@ -179,11 +193,11 @@ func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack
 	if res.Outcome != runner.OutcomeSucceeded {
 		return res, msg, ""
 	}
-	if err := r.Reviews.Commit(stack.UID, planDocument(st, planID, stack.GetApprovalMode(), res)); err != nil {
-		log.FromContext(ctx).Error(err, "could not keep the reviewed plan; the up after the merge previews again", "plan", planID)
+	if err := r.Reviews.Commit(stack.UID, planDocument(st, t.planID, stack.GetApprovalMode(), res)); err != nil {
+		log.FromContext(ctx).Error(err, "could not keep the reviewed plan; the up after the merge previews again", "plan", t.planID)
 		return res, msg, ""
 	}
-	return res, msg, planID
+	return res, msg, t.planID
 }
 
 // reviewRevision is how a pull request's head is named in plans and
