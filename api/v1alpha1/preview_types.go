@@ -98,6 +98,48 @@ type Previews struct {
 	// +kubebuilder:validation:MaxLength=100
 	// +optional
 	ForkLabel string `json:"forkLabel,omitempty"`
+
+	// ReviewStacks applies each previewed pull request's head to a stack of
+	// its own: the stack name with "-pr-<number>" added, its own state in
+	// the same backend, and outputs in the Secret and ConfigMap of
+	// spec.outputs with "-pr-<number>" added. It is updated on each push and
+	// destroyed (and removed from the backend) when the pull request closes
+	// or merges, or the Stack goes. The program must name what it creates
+	// after the stack (${pulumi.stack} in YAML), or the review stack and the
+	// Stack's own would fight over the same objects.
+	// +optional
+	ReviewStacks bool `json:"reviewStacks,omitempty"`
+
+	// MaxReviewStacks caps how many review stacks of this Stack exist at
+	// once; a pull request beyond it is previewed without one (its comment
+	// says so). Default 3.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	// +optional
+	MaxReviewStacks int32 `json:"maxReviewStacks,omitempty"`
+}
+
+// DefaultMaxReviewStacks is spec.previews.maxReviewStacks when unset.
+const DefaultMaxReviewStacks = 3
+
+// ReviewStackFinalizer keeps a Stack until its review stacks are destroyed.
+const ReviewStackFinalizer = "stackpilot.dev/review-stacks"
+
+// ReviewStack is a pull request's review stack.
+type ReviewStack struct {
+	// Name is the Pulumi stack's name: the Stack's with "-pr-<number>".
+	Name string `json:"name"`
+	// Head is the commit it was last applied at ("" when none succeeded).
+	// +optional
+	Head string `json:"head,omitempty"`
+	// Phase: Succeeded (applied at Head), Failed (the last up failed;
+	// Message says why), Skipped (spec.previews.maxReviewStacks reached:
+	// none was made).
+	Phase PreviewPhase `json:"phase"`
+	// Message says what happened, without secrets.
+	// +kubebuilder:validation:MaxLength=2000
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // PreviewRequest is the value of a preview request annotation: which
@@ -147,6 +189,8 @@ const (
 	// PreviewError: the forge could not be reached or refused the token;
 	// retried with backoff.
 	PreviewError PreviewPhase = "Error"
+	// PreviewSkipped: a review stack was not made (the cap).
+	PreviewSkipped PreviewPhase = "Skipped"
 )
 
 // PullRequestPreview is the preview of one open pull request.
@@ -174,6 +218,10 @@ type PullRequestPreview struct {
 	// `stackpilot logs STACK --operation ID`).
 	// +optional
 	Operation string `json:"operation,omitempty"`
+	// ReviewStack is the pull request's review stack
+	// (spec.previews.reviewStacks).
+	// +optional
+	ReviewStack *ReviewStack `json:"reviewStack,omitempty"`
 	// CommentID is the forge's id of the comment this Stack keeps on the
 	// pull request, edited in place on each push.
 	// +optional

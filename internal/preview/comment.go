@@ -29,6 +29,9 @@ type Report struct {
 	PlanURL string
 	// LogsHint is how to read the engine log (a command).
 	LogsHint string
+	// ReviewStack is the line about the pull request's review stack ("" for
+	// none).
+	ReviewStack string
 }
 
 // Marker is the hidden line that tells this Stack's comment apart from
@@ -168,6 +171,9 @@ func (r Report) render(rows int) string {
 			fmt.Fprintf(&b, "\n…and %d more resources: too many for one comment; see the full plan.\n", more)
 		}
 		fmt.Fprintln(&b)
+	}
+	if r.ReviewStack != "" {
+		fmt.Fprintf(&b, "%s\n\n", r.ReviewStack)
 	}
 	if len(res.Policy) > 0 {
 		fmt.Fprintln(&b, "**Policy findings**")

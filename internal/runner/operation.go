@@ -272,6 +272,13 @@ func (o *operation) execute(ctx context.Context, res *Result) error {
 		return stepErr(phaseOperation, err)
 	}
 	o.savePlanInputs(ctx, pr, human)
+	if o.spec.Type == OpDestroy && o.spec.RemoveStack {
+		// Nothing is left in it: the stack itself goes, with its history
+		// and tags (a review stack, spec.previews.reviewStacks).
+		if _, err := o.cli.run(ctx, nil, nil, "stack", "rm", o.spec.StackName, "--yes"); err != nil {
+			return stepErr(phaseOperation, fmt.Errorf("remove the stack after its destroy: %w", err))
+		}
+	}
 	if o.spec.Type != OpUp {
 		return nil
 	}
@@ -427,6 +434,8 @@ func validate(spec Spec) error {
 		return &SpecError{Reason: "backend is empty"}
 	case spec.Review && spec.Type != OpPreview:
 		return &SpecError{Reason: fmt.Sprintf("review is for a preview, not %s", spec.Type)}
+	case spec.RemoveStack && spec.Type != OpDestroy:
+		return &SpecError{Reason: fmt.Sprintf("removeStack is for a destroy, not %s", spec.Type)}
 	case spec.Review && spec.StaleLock != nil:
 		return &SpecError{Reason: "a review clears no lock: staleLock must be empty"}
 	case spec.Plan != "" && !filepath.IsAbs(spec.Plan):

@@ -112,6 +112,11 @@ type Spec struct {
 	// set it.
 	Review bool `json:"review,omitempty"`
 
+	// RemoveStack, on a destroy, removes the stack from its backend once
+	// its resources are destroyed (`pulumi stack rm`): its state, history
+	// and tags go too. A pull request's review stack ends so.
+	RemoveStack bool `json:"removeStack,omitempty"`
+
 	// StaleLock asks the runner to remove the lock an earlier operation of this
 	// controller left behind when it died (interrupted, or killed at its
 	// timeout). Only a lock proven to be that operation's and dead is removed;

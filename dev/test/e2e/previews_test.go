@@ -12,7 +12,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,9 +39,15 @@ type previewFixture struct {
 
 func newPreviewFixture(t *testing.T, provider string, mutate func(*v1alpha1.Previews)) *previewFixture {
 	t.Helper()
+	return newPreviewFixtureOf(t, provider, previewTree("1", "1", "1"), mutate)
+}
+
+// newPreviewFixtureOf is newPreviewFixture with the repository's first tree.
+func newPreviewFixtureOf(t *testing.T, provider string, tree map[string]string, mutate func(*v1alpha1.Previews)) *previewFixture {
+	t.Helper()
 	ctx := context.Background()
 	p := &previewFixture{fixture: newFixture(t), forge: forgetest.New(t, forgeToken), repo: "org/mono", keys: map[string]client.ObjectKey{}, provider: provider}
-	p.first = p.git.Commit(t, "mono", "main", previewTree("1", "1", "1"), "three stacks")
+	p.first = p.git.Commit(t, "mono", "main", tree, "three stacks")
 	createSecret(t, p.ns, "forge-token", map[string]string{"token": forgeToken})
 	p.start(t)
 	for _, name := range []string{"a", "b", "c"} {
@@ -431,4 +439,116 @@ func TestPullRequestMergeAppliesReviewedPlan(t *testing.T) {
 		left, _ := filepath.Glob(filepath.Join(p.dataDir, "review-plans", "*", "review-*"))
 		return left
 	}, time.Minute, time.Second).Should(BeEmpty())
+}
+
+// stackNamedProgram writes one ConfigMap named after the Pulumi stack, as a
+// program with review stacks must, so that a review stack and the Stack's
+// own do not share objects.
+func stackNamedProgram(project, version string) string {
+	return fmt.Sprintf(`name: %s
+runtime: yaml
+config:
+  namespace:
+    type: string
+resources:
+  cm:
+    type: kubernetes:core/v1:ConfigMap
+    properties:
+      metadata:
+        name: ${pulumi.stack}-cm
+        namespace: ${namespace}
+      data:
+        version: %q
+outputs:
+  version: ${cm.data.version}
+`, project, version)
+}
+
+func reviewTree(a, b, c string) map[string]string {
+	return map[string]string{
+		"a/Pulumi.yaml": stackNamedProgram("mono-a", a),
+		"b/Pulumi.yaml": stackNamedProgram("mono-b", b),
+		"c/Pulumi.yaml": stackNamedProgram("mono-c", c),
+	}
+}
+
+// TestPullRequestReviewStacks: with spec.previews.reviewStacks, a pull
+// request's head is applied to a stack of its own ("b-pr-1"), its outputs
+// in objects of their own, updated on each push; beyond
+// maxReviewStacks a pull request gets none (its comment says so); closing
+// it destroys the review stack and removes it from the backend. The
+// Stack's own stack, objects and checkpoint never change.
+func TestPullRequestReviewStacks(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := context.Background()
+	p := newPreviewFixtureOf(t, forgetest.GitHub, reviewTree("1", "1", "1"), func(pv *v1alpha1.Previews) {
+		pv.ReviewStacks = true
+		pv.MaxReviewStacks = 1
+	})
+	hook := createReceiver(t, p.ns, p.ctrl, "github", "github", func(r *v1alpha1.Receiver) {
+		r.Spec.Events = []string{"pull_request"}
+	})
+	repoURL := p.git.URL("mono")
+	before := p.checkpoint(t, "b")
+	// configMap is the version a ConfigMap holds, "-" when there is none.
+	configMap := func(name string) string {
+		var cm corev1.ConfigMap
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: name}, &cm); err != nil {
+			return "-"
+		}
+		return cm.Data["version"]
+	}
+
+	head1 := p.push(t, 1, reviewTree("1", "2", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 1, head1, "main", false))
+	e := p.waitPreview(t, "b", 1, head1, v1alpha1.PreviewSucceeded)
+	g.Expect(e.ReviewStack).NotTo(BeNil())
+	g.Expect(*e.ReviewStack).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("b-pr-1"), "Head": Equal(head1), "Phase": Equal(v1alpha1.PreviewSucceeded)}))
+	g.Expect(configMap("b-pr-1-cm")).To(Equal("2"))
+	g.Expect(configMap("b-outputs-pr-1")).To(Equal("2"), "the review stack's outputs")
+	g.Expect(configMap("b-cm")).To(Equal("1"))
+	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 1)[0].Body).To(ContainSubstring("Review stack `b-pr-1`: applied at " + head1[:12]))
+	g.Expect(getStack(g, p.keys["b"]).Finalizers).To(ContainElement(v1alpha1.ReviewStackFinalizer))
+
+	head2 := p.push(t, 1, reviewTree("1", "3", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 1, head2, "main", false))
+	e = p.waitPreview(t, "b", 1, head2, v1alpha1.PreviewSucceeded)
+	g.Expect(e.ReviewStack.Head).To(Equal(head2))
+	g.Expect(configMap("b-pr-1-cm")).To(Equal("3"))
+
+	// Over the cap: previewed, no review stack.
+	head3 := p.push(t, 2, reviewTree("1", "4", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 2, head3, "main", false))
+	e = p.waitPreview(t, "b", 2, head3, v1alpha1.PreviewSucceeded)
+	g.Expect(e.ReviewStack.Phase).To(Equal(v1alpha1.PreviewSkipped))
+	g.Expect(configMap("b-pr-2-cm")).To(Equal("-"))
+	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 2)[0].Body).To(ContainSubstring("No review stack: 1 exist"))
+
+	// Closed: destroyed, removed from the backend, its outputs deleted.
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "closed", 1, head2, "main", false))
+	g.Eventually(func(g Gomega) {
+		g.Expect(configMap("b-pr-1-cm")).To(Equal("-"), "the review stack's ConfigMap")
+		g.Expect(configMap("b-outputs-pr-1")).To(Equal("-"), "the review stack's outputs")
+		s := getStack(g, p.keys["b"])
+		g.Expect(s.Status.Previews).To(HaveLen(1))
+		g.Expect(s.Finalizers).NotTo(ContainElement(v1alpha1.ReviewStackFinalizer), "no review stack is left")
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	_, err := os.Stat(filepath.Join(p.dataDir, "state", p.ns, ".pulumi", "stacks", "mono-b", "b-pr-1.json"))
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the review stack's state is still in the backend: %v", err)
+	g.Expect(p.checkpoint(t, "b")).To(Equal(before))
+	g.Expect(configMap("b-cm")).To(Equal("1"))
+
+	// The cap is free again: the next push to pull request 2 gets one.
+	// Then the Stack is deleted: its review stack goes with it.
+	head4 := p.push(t, 2, reviewTree("1", "5", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 2, head4, "main", false))
+	e = p.waitPreview(t, "b", 2, head4, v1alpha1.PreviewSucceeded)
+	g.Expect(e.ReviewStack.Phase).To(Equal(v1alpha1.PreviewSucceeded))
+	g.Expect(configMap("b-pr-2-cm")).To(Equal("5"))
+	g.Expect(env.Client.Delete(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "b"}})).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, p.keys["b"], &v1alpha1.Stack{}))
+	}, 2*time.Minute, time.Second).Should(BeTrue(), "the Stack was not let go")
+	g.Expect(configMap("b-pr-2-cm")).To(Equal("-"), "a review stack outlived its Stack")
 }

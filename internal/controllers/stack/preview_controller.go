@@ -8,12 +8,14 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -72,7 +74,14 @@ func (r *PreviewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !stack.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		// The Stack goes: so do its review stacks, then the finalizer
+		// that kept it for them.
+		for _, e := range stack.Status.Previews {
+			if err := r.forget(ctx, stack, v1alpha1.PreviewRequest{Number: e.Number, Closed: true}); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{}, r.dropFinalizer(ctx, stack)
 	}
 	if q, pending := revisionPending(stack); pending {
 		if err := r.previewRevision(ctx, stack, q); err != nil {
@@ -149,6 +158,13 @@ func minPositive(a, b time.Duration) time.Duration {
 // record of what was reviewed.
 func (r *PreviewReconciler) forget(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest) error {
 	if e := previewEntry(stack, q.Number); e != nil {
+		if rs := e.ReviewStack; rs != nil && rs.Phase != v1alpha1.PreviewSkipped {
+			if err := r.destroyReviewStack(ctx, stack, q.Number); err != nil {
+				// Kept, with its request: retried with the queue's backoff.
+				r.recordf(stack, corev1.EventTypeWarning, "ReviewStackDestroyFailed", "preview", "pull request %d: %v", q.Number, err)
+				return err
+			}
+		}
 		if e.Plan != "" && !q.Merged {
 			// Merged, the plan stays for the up the merge starts
 			// (reviewed.go), which ends it; closed, nobody applies it.
@@ -160,7 +176,10 @@ func (r *PreviewReconciler) forget(ctx context.Context, stack *v1alpha1.Stack, q
 			return fmt.Errorf("drop the preview of pull request %d from status: %w", q.Number, err)
 		}
 	}
-	return r.removeAnnotations(ctx, stack, []string{previewAnnotation(q.Number)})
+	if err := r.removeAnnotations(ctx, stack, []string{previewAnnotation(q.Number)}); err != nil {
+		return err
+	}
+	return r.dropFinalizer(ctx, stack)
 }
 
 // removeAnnotations removes keys from stack's annotations, when present.
@@ -291,7 +310,7 @@ func (h previewEvents) Update(_ context.Context, e event.TypedUpdateEvent[client
 	if !ok1 || !ok2 {
 		return
 	}
-	if old.Generation == s.Generation && samePreviewAnnotations(old, s) {
+	if old.Generation == s.Generation && samePreviewAnnotations(old, s) && old.DeletionTimestamp.Equal(s.DeletionTimestamp) {
 		return
 	}
 	h.running.cancelOutdated(s)
@@ -315,7 +334,7 @@ func (h previewEvents) Generic(_ context.Context, e event.TypedGenericEvent[clie
 // wantsPreviews: the Stack has previews on, preview requests, or previews
 // to clean up.
 func wantsPreviews(s *v1alpha1.Stack) bool {
-	if s.Spec.Previews != nil && s.Spec.Previews.Enabled {
+	if (s.Spec.Previews != nil && s.Spec.Previews.Enabled) || controllerutil.ContainsFinalizer(s, v1alpha1.ReviewStackFinalizer) {
 		return true
 	}
 	reqs, bad := previewRequests(s)

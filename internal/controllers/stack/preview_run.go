@@ -35,6 +35,7 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 			_ = r.Reviews.Remove(stack.UID, prev.Plan)
 		}
 		e.CommentID = prev.CommentID
+		e.ReviewStack = prev.ReviewStack // destroyed when the pull request closes, whatever comes
 		if prev.Head == q.Head && prev.Phase == v1alpha1.PreviewError {
 			e.Failures = prev.Failures
 		}
@@ -104,6 +105,14 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	rep := preview.Report{Namespace: stack.Namespace, Name: stack.Name, Head: q.Head, Result: res, Message: msg,
 		PlanID: planID, PlanURL: preview.PlanURL(r.PlanURLTemplate, stack.Namespace, stack.Name, planID),
 		LogsHint: fmt.Sprintf("stackpilot logs %s -n %s --operation %s", stack.Name, stack.Namespace, e.Operation)}
+	if stack.Spec.Previews.ReviewStacks && rep.Succeeded() {
+		var was *v1alpha1.ReviewStack
+		if prev != nil {
+			was = prev.ReviewStack
+		}
+		e.ReviewStack = r.applyReviewStack(ctx, stack, q, was)
+		rep.ReviewStack = reviewStackLine(e.ReviewStack)
+	}
 	id, err := fc.UpsertComment(ctx, q.Number, e.CommentID, preview.Marker(stack.Namespace, stack.Name), rep.Comment(fc.MaxCommentSize()))
 	if id != "" {
 		e.CommentID = id
@@ -279,3 +288,19 @@ func (r *PreviewReconciler) now() time.Time {
 	}
 	return time.Now()
 }
+
+// reviewStackLine is the review stack's line in the comment.
+func reviewStackLine(rs *v1alpha1.ReviewStack) string {
+	if rs == nil {
+		return ""
+	}
+	switch rs.Phase {
+	case v1alpha1.PreviewSucceeded:
+		return fmt.Sprintf("Review stack `%s`: %s.", rs.Name, rs.Message)
+	case v1alpha1.PreviewSkipped:
+		return fmt.Sprintf("No review stack: %s.", strings.TrimPrefix(rs.Message, "no review stack: "))
+	}
+	return fmt.Sprintf("Review stack `%s` **failed**: %s", rs.Name, oneLine(rs.Message))
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

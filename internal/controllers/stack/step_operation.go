@@ -77,6 +77,10 @@ type opOptions struct {
 	// review is a pull request's preview (preview_run.go): it changes
 	// nothing in the backend and clears no lock (runner.Spec.Review).
 	review bool
+	// reviewStack is an operation of a pull request's review stack
+	// (preview_reviewstack.go): it clears no lock of the Stack's; a destroy
+	// of one removes the stack (removeStack).
+	reviewStack, removeStack bool
 }
 
 func (o opOptions) recordType(typ runner.OperationType) v1alpha1.OperationType {
@@ -331,8 +335,9 @@ func (r *StackReconciler) operationSpec(ctx context.Context, st *reconcileState,
 		Targets:       st.stack.Spec.Targets,
 		Claim:         claimOf(st.stack),
 		ClaimHeld:     claimHeld(st.stack, st.inputs),
-		StaleLock:     r.staleLockUnless(ctx, st.stack, opts.review),
+		StaleLock:     r.staleLockUnless(ctx, st.stack, opts.review || opts.reviewStack),
 		Review:        opts.review,
+		RemoveStack:   opts.removeStack,
 		Timeout:       runner.Duration(st.stack.GetTimeout()),
 		Plan:          opts.plan,
 		Policy:        st.policy,
