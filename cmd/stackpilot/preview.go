@@ -83,7 +83,7 @@ func (c *cli) previewRevision(ctx context.Context, g *stackGetter, name, format 
 		return err
 	}
 	if s.Spec.Source.Git == nil {
-		return fmt.Errorf("Stack %s/%s has no spec.source.git: a revision is previewed on demand for Git Stacks only", s.Namespace, s.Name)
+		return fmt.Errorf("the Stack %s/%s has no spec.source.git: a revision is previewed on demand for Git Stacks only", s.Namespace, s.Name)
 	}
 	req := v1alpha1.RevisionPreviewRequest{Revision: opts.revision, RequestedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	value, err := json.Marshal(req)
