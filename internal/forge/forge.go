@@ -23,6 +23,10 @@ const (
 	StatePending State = "pending"
 	StateSuccess State = "success"
 	StateFailure State = "failure"
+	// StateCancelled ends the status of a preview that a newer push or the
+	// pull request's closing cancelled (GitHub and Gitea say "error",
+	// GitLab "canceled").
+	StateCancelled State = "cancelled"
 )
 
 // Status is a commit status (GitHub, Gitea), pipeline status (GitLab) or

@@ -53,13 +53,13 @@ func TestClients(t *testing.T) {
 				t.Fatalf("comments = %+v", comments)
 			}
 			// Statuses: every state maps to one the forge admits.
-			for _, st := range []forge.State{forge.StatePending, forge.StateSuccess, forge.StateFailure} {
+			for _, st := range []forge.State{forge.StatePending, forge.StateSuccess, forge.StateFailure, forge.StateCancelled} {
 				if err := c.SetStatus(ctx, head, forge.Status{State: st, Context: "stackpilot/ns/a", Description: strings.Repeat("x", 300)}); err != nil {
 					t.Fatalf("SetStatus(%s): %v", st, err)
 				}
 			}
-			if n := len(srv.Statuses(name, repo, head)); n != 3 {
-				t.Fatalf("%d statuses, want 3", n)
+			if n := len(srv.Statuses(name, repo, head)); n != 4 {
+				t.Fatalf("%d statuses, want 4", n)
 			}
 			// Open pull requests into main, a fork's marked.
 			srv.SetPulls(name, repo, forgetest.Pull{Number: 7, Head: head, Base: "main"},

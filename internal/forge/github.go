@@ -109,7 +109,11 @@ func (g *gitHub) SetStatus(ctx context.Context, sha string, s Status) error {
 // postCommitStatus is GitHub's and Gitea's commit status (their states are
 // named alike: pending, success, failure).
 func postCommitStatus(ctx context.Context, a *api, path string, s Status) error {
-	in := map[string]string{"state": string(s.State), "context": s.Context, "description": cut(s.Description, 140)}
+	state := string(s.State)
+	if s.State == StateCancelled {
+		state = "error"
+	}
+	in := map[string]string{"state": state, "context": s.Context, "description": cut(s.Description, 140)}
 	if s.TargetURL != "" {
 		in["target_url"] = s.TargetURL
 	}

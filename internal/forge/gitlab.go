@@ -85,7 +85,7 @@ func (g *gitLab) UpsertComment(ctx context.Context, number int64, id, marker, bo
 }
 
 // gitLabStates maps a status to GitLab's commit status states.
-var gitLabStates = map[State]string{StatePending: "running", StateSuccess: "success", StateFailure: "failed"}
+var gitLabStates = map[State]string{StatePending: "running", StateSuccess: "success", StateFailure: "failed", StateCancelled: "canceled"}
 
 func (g *gitLab) SetStatus(ctx context.Context, sha string, s Status) error {
 	in := map[string]string{"state": gitLabStates[s.State], "name": s.Context, "description": cut(s.Description, 255)}

@@ -216,3 +216,12 @@ func (s *Store) CopyFrom(src *Store, uid types.UID, from string, doc *Document) 
 	}
 	return s.Commit(uid, doc)
 }
+
+// Discard removes what Stage made for plan id when no plan came of it (the
+// preview failed or was cancelled), so that nothing of it is left behind.
+func (s *Store) Discard(uid types.UID, id string) {
+	if !planIDPattern.MatchString(id) || uid == "" {
+		return
+	}
+	_ = os.RemoveAll(filepath.Join(s.stackDir(uid), stagingPrefix+id))
+}

@@ -552,3 +552,84 @@ func TestPullRequestReviewStacks(t *testing.T) {
 	}, 2*time.Minute, time.Second).Should(BeTrue(), "the Stack was not let go")
 	g.Expect(configMap("b-pr-2-cm")).To(Equal("-"), "a review stack outlived its Stack")
 }
+
+// manyProgram is folderProgram with n ConfigMaps more: a preview of it runs
+// for seconds (the provider checks each), long enough to be overtaken.
+func manyProgram(project, version string, n int) string {
+	var b strings.Builder
+	b.WriteString(folderProgram(project, version))
+	b.WriteString("variables:\n  unused: x\n")
+	prog := b.String()
+	var extra strings.Builder
+	for i := range n {
+		fmt.Fprintf(&extra, "  extra%d:\n    type: kubernetes:core/v1:ConfigMap\n    properties:\n      metadata:\n        name: %s-extra-%d\n        namespace: ${namespace}\n      data:\n        i: \"%d\"\n", i, project, i, i)
+	}
+	return strings.Replace(prog, "resources:\n", "resources:\n"+extra.String(), 1)
+}
+
+// TestPullRequestPreviewCancelled: a newer push cancels the preview of the
+// older head, whose status is ended as cancelled and which is never
+// commented on; a pull request closed mid-preview leaves nothing behind: no
+// status entry, no plan file, no lock.
+func TestPullRequestPreviewCancelled(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	p := newPreviewFixture(t, forgetest.GitHub, nil)
+	hook := createReceiver(t, p.ns, p.ctrl, "github", "github", func(r *v1alpha1.Receiver) {
+		r.Spec.Events = []string{"pull_request"}
+	})
+	repoURL := p.git.URL("mono")
+	slow := previewTree("1", "1", "1")
+	slow["b/Pulumi.yaml"] = manyProgram("mono-b", "2", 150)
+	waitRunning := func(number int64, head string) {
+		t.Helper()
+		g.Eventually(func(g Gomega) {
+			s := getStack(g, p.keys["b"])
+			var e *v1alpha1.PullRequestPreview
+			for i := range s.Status.Previews {
+				if s.Status.Previews[i].Number == number {
+					e = &s.Status.Previews[i]
+				}
+			}
+			g.Expect(e).NotTo(BeNil())
+			g.Expect(e.Head).To(Equal(head))
+			g.Expect(e.Phase).To(Equal(v1alpha1.PreviewRunning))
+		}, 2*time.Minute, 50*time.Millisecond).Should(Succeed())
+	}
+
+	head1 := p.push(t, 1, slow, "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 1, head1, "main", false))
+	waitRunning(1, head1)
+	head2 := p.push(t, 1, previewTree("1", "3", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 1, head2, "main", false))
+	p.waitPreview(t, "b", 1, head2, v1alpha1.PreviewSucceeded)
+	var states []string
+	for _, st := range p.forge.Statuses(forgetest.GitHub, p.repo, head1) {
+		states = append(states, st.State)
+	}
+	g.Expect(states).To(Equal([]string{"pending", "error"}), "the older head's preview was cancelled, its status ended")
+	comments := p.forge.Comments(forgetest.GitHub, p.repo, 1)
+	g.Expect(comments).To(HaveLen(1))
+	g.Expect(comments[0].Edits).To(BeZero(), "the older head was never commented on")
+	g.Expect(comments[0].Body).To(ContainSubstring(head2[:12]))
+
+	// Closed mid-preview.
+	head3 := p.push(t, 2, slow, "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 2, head3, "main", false))
+	waitRunning(2, head3)
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "closed", 2, head3, "main", false))
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, p.keys["b"])
+		for _, e := range s.Status.Previews {
+			g.Expect(e.Number).NotTo(Equal(int64(2)))
+		}
+		st := p.forge.Statuses(forgetest.GitHub, p.repo, head3)
+		g.Expect(st).NotTo(BeEmpty())
+		g.Expect(st[len(st)-1].State).To(Equal("error"))
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 2)).To(BeEmpty())
+	left, _ := filepath.Glob(filepath.Join(p.dataDir, "review-plans", "*", "*review-2-*"))
+	g.Expect(left).To(BeEmpty(), "a plan file of the closed pull request")
+	locks, _ := filepath.Glob(filepath.Join(p.dataDir, "state", p.ns, ".pulumi", "locks", "*", "*", "*", "*"))
+	g.Expect(locks).To(BeEmpty(), "a lock")
+}

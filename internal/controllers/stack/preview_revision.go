@@ -84,11 +84,12 @@ func (r *PreviewReconciler) previewRevision(ctx context.Context, stack *v1alpha1
 	r.running.start(key, q.RequestedAt, cancel)
 	res, msg, planID := r.runReview(opCtx, stack, t, a.Operation)
 	r.running.end(key)
+	superseded := opCtx.Err() != nil
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if res != nil && res.Outcome == runner.OutcomeCancelled {
+	if superseded {
 		log.FromContext(ctx).Info("revision preview cancelled by a newer request", "revision", q.Revision)
 		return nil
 	}

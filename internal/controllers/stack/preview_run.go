@@ -91,11 +91,18 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	res, msg, planID := r.runReview(opCtx, stack, pullRequestTarget(q), e.Operation)
 	e.Plan = planID
 	r.running.end(key)
+	// Cancelled at any step (the fetch, the runner): whatever the step
+	// made of it, it is no result of this head's.
+	superseded := opCtx.Err() != nil
 	cancel()
-	if res != nil && res.Outcome == runner.OutcomeCancelled && ctx.Err() == nil {
-		// Outdated: the next reconcile previews what is asked now. Nothing
-		// is posted for a head nobody looks at any more.
+	if superseded && ctx.Err() == nil {
+		// Outdated: the next reconcile previews what is asked now. The
+		// head's pending status is ended, nothing else is posted for it.
 		log.FromContext(ctx).Info("preview cancelled by a newer request", "pullRequest", q.Number, "head", q.Head)
+		if err := fc.SetStatus(ctx, q.Head, forge.Status{State: forge.StateCancelled, Context: ctxName,
+			Description: "cancelled: a newer push or the pull request's closing superseded it"}); err != nil {
+			log.FromContext(ctx).Info("could not end the status of a cancelled preview", "error", err.Error())
+		}
 		return e, nil
 	}
 	if ctx.Err() != nil {
@@ -195,6 +202,11 @@ func (r *PreviewReconciler) runReview(ctx context.Context, stack *v1alpha1.Stack
 	}
 	pullRequestPreviewRuns.Inc()
 	res := r.execute(ctx, st, id, runner.OpPreview, art, opOptions{review: true, plan: file})
+	if res == nil || res.Outcome != runner.OutcomeSucceeded {
+		// Failed, cancelled (a newer push, the pull request closed) or cut
+		// short: no plan, and nothing of one left behind.
+		r.Reviews.Discard(stack.UID, t.planID)
+	}
 	if res == nil {
 		return nil, "", ""
 	}
