@@ -78,8 +78,8 @@ type Previews struct {
 	// the forge API token the controller lists changed files, comments and
 	// sets commit statuses with (GitHub: pull requests and commit statuses
 	// read and write; GitLab: the api scope; Gitea: repository read and
-	// write, issue write; Bitbucket: a repository access token with pull
-	// request write).
+	// write, issue write; Bitbucket Cloud: a repository access token with
+	// pull request write).
 	// +required
 	SecretRef LocalObjectReference `json:"secretRef"`
 

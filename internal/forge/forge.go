@@ -1,5 +1,5 @@
 // Package forge talks to the REST APIs of the forges that host pull
-// requests (GitHub, GitLab, Gitea): which files a pull request changes, the
+// requests (GitHub, GitLab, Gitea, Bitbucket Cloud): which files a pull request changes, the
 // one comment a Stack keeps on it, the commit status of its head, and the
 // open pull requests of a branch, for previews (spec.previews). Standard
 // library only; every request carries the token in the forge's own header
@@ -75,7 +75,7 @@ type Client interface {
 
 // Config says which forge, where, and with what token.
 type Config struct {
-	Provider string // github, gitlab, gitea
+	Provider string // github, gitlab, gitea, bitbucket (Cloud)
 	// APIURL is the REST API's base URL; "" is the provider's default for
 	// the repository's host.
 	APIURL string
@@ -121,8 +121,12 @@ func New(cfg Config) (Client, error) {
 	case "gitlab":
 		api.auth = func(h http.Header) { h.Set("PRIVATE-TOKEN", cfg.Token) }
 		return &gitLab{api: api, project: url.PathEscape(cfg.Repository)}, nil
+	case "bitbucket":
+		// A repository or workspace access token.
+		api.auth = func(h http.Header) { h.Set("Authorization", "Bearer "+cfg.Token) }
+		return &bitbucket{api: api, repo: cfg.Repository}, nil
 	}
-	return nil, &ConfigError{Reason: fmt.Sprintf("spec.previews.provider %q: previews post to github, gitlab or gitea", cfg.Provider)}
+	return nil, &ConfigError{Reason: fmt.Sprintf("spec.previews.provider %q: previews post to github, gitlab, gitea or bitbucket", cfg.Provider)}
 }
 
 // Defaults fills in the provider, API URL and repository that a Git URL
@@ -152,6 +156,8 @@ func Defaults(gitURL, provider, apiURL, repository string) (string, string, stri
 			apiURL = "https://" + host + "/api/v4"
 		case provider == "gitea":
 			apiURL = "https://" + host + "/api/v1"
+		case provider == "bitbucket" && host == "bitbucket.org":
+			apiURL = "https://api.bitbucket.org/2.0"
 		}
 	}
 	return provider, apiURL, repository

@@ -633,3 +633,41 @@ func TestPullRequestPreviewCancelled(t *testing.T) {
 	locks, _ := filepath.Glob(filepath.Join(p.dataDir, "state", p.ns, ".pulumi", "locks", "*", "*", "*", "*"))
 	g.Expect(locks).To(BeEmpty(), "a lock")
 }
+
+// TestPullRequestPreviewsBitbucket: a Bitbucket Cloud Receiver's
+// pullrequest:created event, whose head commit is abbreviated as
+// Bitbucket's are: the controller completes it from the source branch,
+// previews it, and posts a comment and a build status through Bitbucket's
+// API.
+func TestPullRequestPreviewsBitbucket(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	p := newPreviewFixture(t, forgetest.Bitbucket, nil)
+	hook := createReceiver(t, p.ns, p.ctrl, "bitbucket", "bitbucket", func(r *v1alpha1.Receiver) {
+		r.Spec.Events = []string{"pullrequest:created", "pullrequest:updated"}
+	})
+	head := p.push(t, 5, previewTree("1", "2", "1"), "b/Pulumi.yaml")
+	body, _ := json.Marshal(map[string]any{
+		"pullrequest": map[string]any{"id": 5, "state": "OPEN",
+			"source":      map[string]any{"branch": map[string]string{"name": "pr-5"}, "commit": map[string]string{"hash": head[:12]}, "repository": map[string]string{"full_name": p.repo}},
+			"destination": map[string]any{"branch": map[string]string{"name": "main"}, "repository": map[string]string{"full_name": p.repo}},
+			"links":       map[string]any{"html": map[string]string{"href": "https://bitbucket.org/org/mono/pull-requests/5"}}},
+		"repository": map[string]any{"links": map[string]any{"html": map[string]string{"href": p.git.URL("mono")}}},
+	})
+	r := post(t, "POST", hook, body, "Content-Type", "application/json", "X-Event-Key", "pullrequest:created",
+		"X-Hub-Signature", "sha256="+hex.EncodeToString(receiver.Sign(body, []byte(webhookToken))))
+	g.Expect(r.Code).To(Equal(200), "%+v", r)
+	p.waitPreview(t, "b", 5, head, v1alpha1.PreviewSucceeded)
+	p.waitPreview(t, "a", 5, head, v1alpha1.PreviewUnaffected)
+	g.Expect(p.forge.Comments(forgetest.Bitbucket, p.repo, 5)).To(HaveLen(1))
+	var states []string
+	for _, st := range p.forge.Statuses(forgetest.Bitbucket, p.repo, head) {
+		states = append(states, st.State)
+		g.Expect(st.Context).To(Equal(preview.Context(p.ns, "b")))
+	}
+	g.Expect(states).To(Equal([]string{"INPROGRESS", "SUCCESSFUL"}))
+	for _, req := range p.forge.Requests() {
+		g.Expect(req.Auth).To(Equal("Bearer " + forgeToken))
+		g.Expect(req.Code/100).To(Equal(2), "%s %s answered %d: %s", req.Method, req.Path, req.Code, req.Body)
+	}
+}

@@ -128,7 +128,7 @@ func (r *PreviewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if previewDone(e, q, label) {
 			continue
 		}
-		if e != nil && e.Phase == v1alpha1.PreviewError && e.Head == q.Head {
+		if e != nil && e.Phase == v1alpha1.PreviewError && sameHead(e.Head, q.Head) {
 			if wait := time.Until(e.UpdatedAt.Add(backoff(e.Failures, time.Minute, time.Hour))); wait > 0 {
 				requeue = minPositive(requeue, wait)
 				continue
@@ -280,7 +280,7 @@ func (rp *runningPreviews) cancelOutdated(stack *v1alpha1.Stack) int {
 			continue
 		}
 		q, ok := want[k.number]
-		if !ok || q.Closed || q.Head != run.head || stack.Spec.Previews == nil || !stack.Spec.Previews.Enabled {
+		if !ok || q.Closed || !sameHead(q.Head, run.head) || stack.Spec.Previews == nil || !stack.Spec.Previews.Enabled {
 			run.cancel()
 			n++
 		}

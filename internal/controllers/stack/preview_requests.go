@@ -32,9 +32,11 @@ func previewRequests(stack *v1alpha1.Stack) (reqs []v1alpha1.PreviewRequest, bad
 	return reqs, bad
 }
 
-// validHead is a full commit hash (SHA-1 or SHA-256) in hex.
+// validHead is a commit hash in hex: full (SHA-1 or SHA-256), or
+// abbreviated to at least 7 digits, as Bitbucket's events and listings give
+// it (previewOne completes it from the pull request's branch).
 func validHead(h string) bool {
-	if len(h) != 40 && len(h) != 64 {
+	if len(h) < 7 || len(h) > 64 {
 		return false
 	}
 	for _, c := range h {
@@ -84,7 +86,7 @@ func dropPreviewEntry(stack *v1alpha1.Stack, number int64) {
 // needs nothing more: the same head succeeded, failed, or was found not to
 // touch the program; a fork's still waits for its label.
 func previewDone(e *v1alpha1.PullRequestPreview, req v1alpha1.PreviewRequest, forkLabel string) bool {
-	if e == nil || e.Head != req.Head {
+	if e == nil || !sameHead(e.Head, req.Head) {
 		return false
 	}
 	switch e.Phase {
@@ -94,6 +96,14 @@ func previewDone(e *v1alpha1.PullRequestPreview, req v1alpha1.PreviewRequest, fo
 		return !forkAllowed(req, forkLabel)
 	}
 	return false
+}
+
+// sameHead: a and b name one commit, one of them maybe abbreviated.
+func sameHead(a, b string) bool {
+	if len(a) < 7 || len(b) < 7 {
+		return false
+	}
+	return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
 }
 
 // forkAllowed: a pull request from the same repository, or from a fork

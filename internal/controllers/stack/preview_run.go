@@ -30,13 +30,13 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	prev := previewEntry(stack, q.Number)
 	e := v1alpha1.PullRequestPreview{Number: q.Number, Head: q.Head, UpdatedAt: metav1.NewTime(r.now())}
 	if prev != nil {
-		if prev.Plan != "" && prev.Head != q.Head {
+		if prev.Plan != "" && !sameHead(prev.Head, q.Head) {
 			// The plan of an older head is no change anyone will merge.
 			_ = r.Reviews.Remove(stack.UID, prev.Plan)
 		}
 		e.CommentID = prev.CommentID
 		e.ReviewStack = prev.ReviewStack // destroyed when the pull request closes, whatever comes
-		if prev.Head == q.Head && prev.Phase == v1alpha1.PreviewError {
+		if sameHead(prev.Head, q.Head) && prev.Phase == v1alpha1.PreviewError {
 			e.Failures = prev.Failures
 		}
 	}
@@ -54,6 +54,15 @@ func (r *PreviewReconciler) previewOne(ctx context.Context, stack *v1alpha1.Stac
 	fc, err := r.forgeClient(ctx, stack)
 	if err != nil {
 		return fail(err)
+	}
+	if len(q.Head) < 40 {
+		// Bitbucket abbreviates: the branch that holds the head says
+		// which commit it is, while it still points there.
+		full, err := r.completeHead(ctx, stack, q)
+		if err != nil {
+			return fail(err)
+		}
+		q.Head, e.Head = full, full
 	}
 	files, complete, err := fc.ChangedFiles(ctx, q.Number)
 	if err != nil {
@@ -316,3 +325,20 @@ func reviewStackLine(rs *v1alpha1.ReviewStack) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// completeHead finds the full commit of an abbreviated head in the
+// reference that holds it.
+func (r *PreviewReconciler) completeHead(ctx context.Context, stack *v1alpha1.Stack, q v1alpha1.PreviewRequest) (string, error) {
+	kind := r.gitKind()
+	if kind == nil || stack.Spec.Source.Git == nil {
+		return "", errors.New("this controller has no Git source")
+	}
+	rev, err := kind.ResolveAny(ctx, stack, q.Ref)
+	if err != nil {
+		return "", fmt.Errorf("pull request %d: find commit %s in %s: %w", q.Number, q.Head, q.Ref, err)
+	}
+	if !strings.HasPrefix(rev.Commit, q.Head) {
+		return "", fmt.Errorf("pull request %d: %s is at %s now, not %s: the next event previews it", q.Number, q.Ref, short(rev.Commit), q.Head)
+	}
+	return rev.Commit, nil
+}

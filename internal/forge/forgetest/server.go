@@ -24,12 +24,13 @@ import (
 
 // Forge names, and the path prefix each is served under.
 const (
-	GitHub = "github"
-	GitLab = "gitlab"
-	Gitea  = "gitea"
+	GitHub    = "github"
+	GitLab    = "gitlab"
+	Gitea     = "gitea"
+	Bitbucket = "bitbucket"
 )
 
-var prefixes = map[string]string{GitHub: "/github", GitLab: "/gitlab/api/v4", Gitea: "/gitea/api/v1"}
+var prefixes = map[string]string{GitHub: "/github", GitLab: "/gitlab/api/v4", Gitea: "/gitea/api/v1", Bitbucket: "/bitbucket/2.0"}
 
 // Request is one request the server received.
 type Request struct {
@@ -168,6 +169,7 @@ var (
 	// escaped full path (one segment).
 	ghRepo = `/repos/([^/]+/[^/]+)`
 	glProj = `/projects/([^/]+)`
+	bbRepo = `/repositories/([^/]+/[^/]+)`
 	routes = map[string][]route{
 		GitHub: {
 			{"GET", regexp.MustCompile(`^` + ghRepo + `/pulls/(\d+)/files$`), listFiles},
@@ -185,6 +187,14 @@ var (
 			{"POST", regexp.MustCompile(`^` + ghRepo + `/statuses/([0-9a-f]{40})$`), setStatus},
 			{"GET", regexp.MustCompile(`^` + ghRepo + `/pulls$`), listPulls},
 		},
+		Bitbucket: {
+			{"GET", regexp.MustCompile(`^` + bbRepo + `/pullrequests/(\d+)/diffstat$`), listFiles},
+			{"GET", regexp.MustCompile(`^` + bbRepo + `/pullrequests/(\d+)/comments$`), listComments},
+			{"POST", regexp.MustCompile(`^` + bbRepo + `/pullrequests/(\d+)/comments$`), createComment},
+			{"PUT", regexp.MustCompile(`^` + bbRepo + `/pullrequests/(\d+)/comments/(\d+)$`), editComment},
+			{"POST", regexp.MustCompile(`^` + bbRepo + `/commit/([0-9a-f]{40})/statuses/build$`), setStatus},
+			{"GET", regexp.MustCompile(`^` + bbRepo + `/pullrequests$`), listPulls},
+		},
 		GitLab: {
 			{"GET", regexp.MustCompile(`^` + glProj + `/merge_requests/(\d+)/diffs$`), listFiles},
 			{"GET", regexp.MustCompile(`^` + glProj + `/merge_requests/(\d+)/notes$`), listComments},
@@ -196,9 +206,10 @@ var (
 	}
 	// The states each forge admits.
 	states = map[string][]string{
-		GitHub: {"error", "failure", "pending", "success"},
-		Gitea:  {"pending", "success", "error", "failure", "warning"},
-		GitLab: {"pending", "running", "success", "failed", "canceled", "skipped"},
+		GitHub:    {"error", "failure", "pending", "success"},
+		Gitea:     {"pending", "success", "error", "failure", "warning"},
+		GitLab:    {"pending", "running", "success", "failed", "canceled", "skipped"},
+		Bitbucket: {"INPROGRESS", "SUCCESSFUL", "FAILED", "STOPPED"},
 	}
 )
 
@@ -242,7 +253,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		a.fail(http.StatusNotFound, "Not Found")
 		return
 	}
-	want := map[string]string{GitHub: "Bearer " + s.Token, Gitea: "token " + s.Token, GitLab: s.Token}[forge]
+	want := map[string]string{GitHub: "Bearer " + s.Token, Gitea: "token " + s.Token, GitLab: s.Token, Bitbucket: "Bearer " + s.Token}[forge]
 	if auth != want {
 		a.fail(http.StatusUnauthorized, "Bad credentials")
 		return
@@ -270,9 +281,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // page cuts items to the page the query asks for (per_page, or Gitea's
 // limit; page from 1).
 func page[T any](forge string, items []T, q url.Values) []T {
-	sizeParam := "per_page"
-	if forge == Gitea {
-		sizeParam = "limit"
+	sizeParam := map[string]string{Gitea: "limit", Bitbucket: "pagelen"}[forge]
+	if sizeParam == "" {
+		sizeParam = "per_page"
 	}
 	size, _ := strconv.Atoi(q.Get(sizeParam))
 	if size <= 0 {
@@ -294,15 +305,35 @@ func listFiles(s *Server, a *answer, rp *repo, m []string, _ []byte, q url.Value
 		a.fail(http.StatusNotFound, "Not Found")
 		return
 	}
-	var out []map[string]string
-	for _, f := range page(a.forge, files, q) {
-		if a.forge == GitLab {
-			out = append(out, map[string]string{"old_path": f, "new_path": f})
-		} else {
-			out = append(out, map[string]string{"filename": f, "status": "modified"})
+	var out []map[string]any
+	for _, f := range files {
+		switch a.forge {
+		case GitLab:
+			out = append(out, map[string]any{"old_path": f, "new_path": f})
+		case Bitbucket:
+			out = append(out, map[string]any{"status": "modified", "old": map[string]string{"path": f}, "new": map[string]string{"path": f}})
+		default:
+			out = append(out, map[string]any{"filename": f, "status": "modified"})
 		}
 	}
-	a.json(http.StatusOK, nonNil(out))
+	list(a, out, q)
+}
+
+// list answers a listing: Bitbucket's is {"values", "next"}, the others'
+// a bare array.
+func list[T any](a *answer, all []T, q url.Values) {
+	got := nonNil(page(a.forge, all, q))
+	if a.forge != Bitbucket {
+		a.json(http.StatusOK, got)
+		return
+	}
+	body := map[string]any{"values": got}
+	n, _ := strconv.Atoi(q.Get("page"))
+	size, _ := strconv.Atoi(q.Get("pagelen"))
+	if max(n, 1)*max(size, 10) < len(all) {
+		body["next"] = "https://api.bitbucket.org/2.0/next-page"
+	}
+	a.json(http.StatusOK, body)
 }
 
 func nonNil[T any](s []T) []T {
@@ -314,26 +345,43 @@ func nonNil[T any](s []T) []T {
 
 func listComments(s *Server, a *answer, rp *repo, m []string, _ []byte, q url.Values) {
 	var out []map[string]any
-	for _, c := range page(a.forge, rp.comments[number(m)], q) {
-		out = append(out, map[string]any{"id": c.ID, "body": c.Body})
+	for _, c := range rp.comments[number(m)] {
+		out = append(out, commentJSON(a.forge, c))
 	}
-	a.json(http.StatusOK, nonNil(out))
+	list(a, out, q)
 }
 
-// commentBody reads {"body"} and checks it as the forge would.
+func commentJSON(forge string, c *Comment) map[string]any {
+	if forge == Bitbucket {
+		return map[string]any{"id": c.ID, "content": map[string]string{"raw": c.Body}}
+	}
+	return map[string]any{"id": c.ID, "body": c.Body}
+}
+
+// commentBody reads {"body"} (Bitbucket: {"content": {"raw"}}) and checks
+// it as the forge would.
 func commentBody(a *answer, body []byte) (string, bool) {
 	var in struct {
-		Body string `json:"body"`
+		Body    string `json:"body"`
+		Content struct {
+			Raw string `json:"raw"`
+		} `json:"content"`
 	}
-	if err := json.Unmarshal(body, &in); err != nil || strings.TrimSpace(in.Body) == "" {
-		a.fail(http.StatusUnprocessableEntity, "body is missing")
+	err := json.Unmarshal(body, &in)
+	text := in.Body
+	if a.forge == Bitbucket {
+		text = in.Content.Raw
+	}
+	if err != nil || strings.TrimSpace(text) == "" {
+		a.fail(http.StatusBadRequest, "body is missing")
 		return "", false
 	}
-	if a.forge == GitHub && len([]rune(in.Body)) > 65536 {
-		a.fail(http.StatusUnprocessableEntity, "Body is too long (maximum is 65536 characters)")
+	limit := map[string]int{GitHub: 65536, Bitbucket: 32768}[a.forge]
+	if limit > 0 && len([]rune(text)) > limit {
+		a.fail(http.StatusUnprocessableEntity, "Body is too long (maximum is %d characters)", limit)
 		return "", false
 	}
-	return in.Body, true
+	return text, true
 }
 
 func createComment(s *Server, a *answer, rp *repo, m []string, body []byte, _ url.Values) {
@@ -344,7 +392,7 @@ func createComment(s *Server, a *answer, rp *repo, m []string, body []byte, _ ur
 	s.nextID++
 	c := &Comment{ID: s.nextID, Body: text}
 	rp.comments[number(m)] = append(rp.comments[number(m)], c)
-	a.json(http.StatusCreated, map[string]any{"id": c.ID, "body": c.Body})
+	a.json(http.StatusCreated, commentJSON(a.forge, c))
 }
 
 func editComment(s *Server, a *answer, rp *repo, m []string, body []byte, _ url.Values) {
@@ -354,13 +402,13 @@ func editComment(s *Server, a *answer, rp *repo, m []string, body []byte, _ url.
 	}
 	id, _ := strconv.ParseInt(m[len(m)-1], 10, 64)
 	for n, list := range rp.comments {
-		if a.forge == GitLab && n != number(m) {
+		if (a.forge == GitLab || a.forge == Bitbucket) && n != number(m) {
 			continue
 		}
 		for _, c := range list {
 			if c.ID == id {
 				c.Body, c.Edits = text, c.Edits+1
-				a.json(http.StatusOK, map[string]any{"id": c.ID, "body": c.Body})
+				a.json(http.StatusOK, commentJSON(a.forge, c))
 				return
 			}
 		}
@@ -373,6 +421,8 @@ func setStatus(s *Server, a *answer, rp *repo, m []string, body []byte, _ url.Va
 		State       string `json:"state"`
 		Context     string `json:"context"`
 		Name        string `json:"name"`
+		Key         string `json:"key"`
+		URL         string `json:"url"`
 		Description string `json:"description"`
 		TargetURL   string `json:"target_url"`
 	}
@@ -385,8 +435,15 @@ func setStatus(s *Server, a *answer, rp *repo, m []string, body []byte, _ url.Va
 		return
 	}
 	ctx := in.Context
-	if a.forge == GitLab {
+	if a.forge == GitLab || a.forge == Bitbucket {
 		ctx = in.Name
+	}
+	if a.forge == Bitbucket {
+		if in.Key == "" || len(in.Key) > 40 || in.URL == "" {
+			a.fail(http.StatusBadRequest, "key (at most 40 characters) and url are required")
+			return
+		}
+		in.TargetURL = in.URL
 	}
 	if ctx == "" {
 		a.fail(http.StatusUnprocessableEntity, "context is missing")
@@ -404,6 +461,20 @@ func setStatus(s *Server, a *answer, rp *repo, m []string, body []byte, _ url.Va
 func listPulls(s *Server, a *answer, rp *repo, _ []string, _ []byte, q url.Values) {
 	var out []map[string]any
 	for _, p := range rp.pulls {
+		if a.forge == Bitbucket {
+			if q.Get("state") != "OPEN" {
+				continue
+			}
+			src := rp.name
+			if p.Fork {
+				src = "fork-of/" + rp.name
+			}
+			out = append(out, map[string]any{"id": p.Number,
+				"source":      map[string]any{"commit": map[string]string{"hash": p.Head[:12]}, "branch": map[string]string{"name": strings.TrimPrefix(p.Ref, "refs/heads/")}, "repository": map[string]string{"full_name": src}},
+				"destination": map[string]any{"branch": map[string]string{"name": p.Base}, "repository": map[string]string{"full_name": rp.name}},
+				"links":       map[string]any{"html": map[string]string{"href": fmt.Sprintf("https://bitbucket.org/%s/pull-requests/%d", rp.name, p.Number)}}})
+			continue
+		}
 		if a.forge == GitLab {
 			if b := q.Get("target_branch"); b != "" && b != p.Base {
 				continue
@@ -432,5 +503,5 @@ func listPulls(s *Server, a *answer, rp *repo, _ []string, _ []byte, q url.Value
 			"base":   map[string]any{"ref": p.Base, "repo": map[string]string{"full_name": rp.name}},
 			"labels": nonNil(labels)})
 	}
-	a.json(http.StatusOK, nonNil(page(a.forge, out, q)))
+	list(a, out, q)
 }
