@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -443,6 +444,33 @@ func TestJobExecutor(t *testing.T) {
 			client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
 		f.waitReady(key, commit)
 		g.Expect(f.color()).To(Equal("green"))
+		f.noRunnerLeft(f.ns)
+	})
+
+	step("a revision previewed in its Pod, on demand", func(t *testing.T, g *WithT) {
+		// What a pull request's preview runs (`stackpilot preview
+		// --revision`): under the Stack's executor, in a Pod, nothing
+		// applied, its plan sent back.
+		feature := f.git.Commit(t, "infra", "feature", map[string]string{"app/Pulumi.yaml": jobProgram("purple", false)}, "purple")
+		req := fmt.Sprintf(`{"revision":"feature","requestedAt":%q}`, time.Now().UTC().Format(time.RFC3339Nano))
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.RevisionPreviewAnnotation: req}}})
+		before := f.get(g, key)
+		g.Expect(f.k.Patch(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "app"}},
+			client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		var answer *v1alpha1.RevisionPreview
+		g.Eventually(func(g Gomega) {
+			s := f.get(g, key)
+			answer = s.Status.RevisionPreview
+			g.Expect(answer).NotTo(BeNil())
+			g.Expect(answer.Phase).NotTo(Equal(v1alpha1.PreviewRunning))
+		}, 5*time.Minute, time.Second).Should(Succeed())
+		g.Expect(answer.Phase).To(Equal(v1alpha1.PreviewSucceeded), answer.Message)
+		g.Expect(answer.Commit).To(Equal(feature))
+		g.Expect(answer.Changes.Update).To(BeEquivalentTo(1), "%+v", answer)
+		_, err := os.Stat(filepath.Join(f.ctrlCfg.DataDir, "review-plans", string(before.UID), answer.Plan, "plan.json"))
+		g.Expect(err).NotTo(HaveOccurred(), "the Pod sent the plan back")
+		g.Expect(f.color()).To(Equal("green"), "a preview applied")
+		g.Expect(f.get(g, key).Status.History[0].ID).To(Equal(before.Status.History[0].ID), "a preview is no operation of the Stack's")
 		f.noRunnerLeft(f.ns)
 	})
 

@@ -251,12 +251,31 @@ func TestPullRequestPreviews(t *testing.T) {
 	p.waitPreview(t, "b", 3, head4, v1alpha1.PreviewSucceeded)
 	g.Expect(p.previewRuns(t)).To(Equal(runs + 1))
 
+	// A policy violation: a failure status with the rule's message, and
+	// the finding in the comment. The policy selects every Stack of the
+	// namespace; a and c are not previewed (the pull request is not theirs).
+	policy := &v1alpha1.StackPolicy{ObjectMeta: metav1.ObjectMeta{Name: "versions", Namespace: p.ns},
+		Spec: v1alpha1.StackPolicySpec{Rules: []v1alpha1.PolicyRule{{
+			Name: "no-nine", Match: v1alpha1.PolicyMatch{Types: []string{"kubernetes:core/v1:ConfigMap"}},
+			Expression: "resource.inputs.data.version != '9'", Message: "version 9 is banned",
+		}}}}
+	g.Expect(env.Client.Create(ctx, policy)).To(Succeed())
+	head5 := p.push(t, 4, previewTree("1", "9", "1"), "b/Pulumi.yaml")
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 4, head5, "main", false))
+	refused := p.waitPreview(t, "b", 4, head5, v1alpha1.PreviewFailed)
+	g.Expect(refused.Message).To(ContainSubstring("version 9 is banned"))
+	st5 := p.forge.Statuses(forgetest.GitHub, p.repo, head5)
+	g.Expect(st5[len(st5)-1].State).To(Equal("failure"))
+	g.Expect(st5[len(st5)-1].Description).To(ContainSubstring("version 9 is banned"))
+	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 4)[0].Body).To(ContainSubstring("version 9 is banned"))
+	g.Expect(env.Client.Delete(ctx, policy)).To(Succeed())
+
 	// Nothing of the real stack changed.
 	g.Expect(p.checkpoint(t, "b")).To(Equal(before), "a preview changed b's checkpoint")
 	var cm corev1.ConfigMap
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: "mono-b"}, &cm)).To(Succeed())
 	g.Expect(cm.Data["version"]).To(Equal("1"))
-	g.Expect(p.previewRuns(t)-runsBefore).To(Equal(4), "b's four previews, and none for a or c")
+	g.Expect(p.previewRuns(t)-runsBefore).To(Equal(5), "b's five previews, and none for a or c")
 
 	// Closing pull request 1 removes its preview and its request.
 	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "closed", 1, head2, "main", false))
@@ -269,9 +288,14 @@ func TestPullRequestPreviews(t *testing.T) {
 			g.Expect(s.Annotations).NotTo(HaveKey(v1alpha1.PreviewRequestAnnotationPrefix + "1"))
 		}
 	}, time.Minute, 500*time.Millisecond).Should(Succeed())
+	// What went to the forge holds no secret value: not the forge's token
+	// (but in its header), not the passphrase, not the webhook's secret.
 	for _, req := range p.forge.Requests() {
 		g.Expect(req.Auth).To(Equal("Bearer " + forgeToken))
 		g.Expect(req.Code/100).To(Equal(2), "%s %s answered %d", req.Method, req.Path, req.Code)
+		for _, secret := range []string{forgeToken, passphrase, webhookToken} {
+			g.Expect(req.Body).NotTo(ContainSubstring(secret), "%s %s", req.Method, req.Path)
+		}
 	}
 }
 
