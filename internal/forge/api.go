@@ -171,3 +171,24 @@ func cut(s string, n int) string {
 	}
 	return string([]rune(s)[:n-1]) + "…"
 }
+
+// upsert is every forge's way to keep one comment: edit comment id while
+// it exists, else the comment whose body holds marker (find), else create
+// one; it returns the comment's id.
+func upsert(id, marker string, edit func(id string) error, find func(marker string) (string, error), create func() (string, error)) (string, error) {
+	if id != "" {
+		err := edit(id)
+		if err == nil || !IsNotFound(err) {
+			return id, err
+		}
+		// Deleted by a person: find ours, or write a new one.
+	}
+	found, err := find(marker)
+	if err != nil {
+		return "", err
+	}
+	if found != "" {
+		return found, edit(found)
+	}
+	return create()
+}

@@ -86,28 +86,23 @@ func (b *bitbucket) UpsertComment(ctx context.Context, number int64, id, marker,
 	comments := b.path("/pullrequests/%d/comments", number)
 	in := map[string]any{"content": map[string]string{"raw": body}}
 	edit := func(id string) error { return b.api.do(ctx, http.MethodPut, comments+"/"+id, nil, in, nil) }
-	if id != "" {
-		err := edit(id)
-		if err == nil || !IsNotFound(err) {
-			return id, err
+	find := func(marker string) (string, error) {
+		var found string
+		_, err := bbList(ctx, b.api, comments, nil, func(c bbComment) {
+			if strings.Contains(c.Content.Raw, marker) {
+				found = strconv.FormatInt(c.ID, 10)
+			}
+		})
+		return found, err
+	}
+	create := func() (string, error) {
+		var created bbComment
+		if err := b.api.do(ctx, http.MethodPost, comments, nil, in, &created); err != nil {
+			return "", err
 		}
+		return strconv.FormatInt(created.ID, 10), nil
 	}
-	var found string
-	if _, err := bbList(ctx, b.api, comments, nil, func(c bbComment) {
-		if strings.Contains(c.Content.Raw, marker) {
-			found = strconv.FormatInt(c.ID, 10)
-		}
-	}); err != nil {
-		return "", err
-	}
-	if found != "" {
-		return found, edit(found)
-	}
-	var created bbComment
-	if err := b.api.do(ctx, http.MethodPost, comments, nil, in, &created); err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(created.ID, 10), nil
+	return upsert(id, marker, edit, find, create)
 }
 
 // bitbucketStates maps a status to Bitbucket's build states.

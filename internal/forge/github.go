@@ -62,44 +62,37 @@ func (g *gitHub) UpsertComment(ctx context.Context, number int64, id, marker, bo
 	return upsertIssueComment(ctx, g.api, g.path("/issues/%d/comments", number), g.path("/issues/comments/%s", "%s"), "per_page", id, marker, body)
 }
 
-// upsertIssueComment is GitHub's and Gitea's way: PATCH the comment by id,
-// else find the marker among the issue's comments, else POST.
+// upsertIssueComment keeps GitHub's and Gitea's comment: PATCH by id,
+// the issue's comments listed to find the marker, POST to create.
 func upsertIssueComment(ctx context.Context, a *api, listPath, editPath, sizeParam, id, marker, body string) (string, error) {
 	in := map[string]string{"body": body}
 	edit := func(id string) error {
 		return a.do(ctx, http.MethodPatch, fmt.Sprintf(editPath, id), nil, in, nil)
 	}
-	if id != "" {
-		err := edit(id)
-		if err == nil || !IsNotFound(err) {
-			return id, err
-		}
-		// Deleted by a person: find ours, or write a new one.
-	}
-	var found string
-	_, err := pages(ctx, 50, func(page int) (int, error) {
-		var got []issueComment
-		if err := a.do(ctx, http.MethodGet, listPath, pageQuery(sizeParam, 50, page), nil, &got); err != nil {
-			return 0, err
-		}
-		for _, c := range got {
-			if strings.Contains(c.Body, marker) {
-				found = strconv.FormatInt(c.ID, 10)
+	find := func(marker string) (string, error) {
+		var found string
+		_, err := pages(ctx, 50, func(page int) (int, error) {
+			var got []issueComment
+			if err := a.do(ctx, http.MethodGet, listPath, pageQuery(sizeParam, 50, page), nil, &got); err != nil {
+				return 0, err
 			}
+			for _, c := range got {
+				if strings.Contains(c.Body, marker) {
+					found = strconv.FormatInt(c.ID, 10)
+				}
+			}
+			return len(got), nil
+		})
+		return found, err
+	}
+	create := func() (string, error) {
+		var created issueComment
+		if err := a.do(ctx, http.MethodPost, listPath, nil, in, &created); err != nil {
+			return "", err
 		}
-		return len(got), nil
-	})
-	if err != nil {
-		return "", err
+		return strconv.FormatInt(created.ID, 10), nil
 	}
-	if found != "" {
-		return found, edit(found)
-	}
-	var created issueComment
-	if err := a.do(ctx, http.MethodPost, listPath, nil, in, &created); err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(created.ID, 10), nil
+	return upsert(id, marker, edit, find, create)
 }
 
 func (g *gitHub) SetStatus(ctx context.Context, sha string, s Status) error {

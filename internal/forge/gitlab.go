@@ -52,36 +52,30 @@ func (g *gitLab) UpsertComment(ctx context.Context, number int64, id, marker, bo
 	notes := g.path("/merge_requests/%d/notes", number)
 	in := map[string]string{"body": body}
 	edit := func(id string) error { return g.api.do(ctx, http.MethodPut, notes+"/"+id, nil, in, nil) }
-	if id != "" {
-		err := edit(id)
-		if err == nil || !IsNotFound(err) {
-			return id, err
-		}
-	}
-	var found string
-	_, err := pages(ctx, 100, func(page int) (int, error) {
-		var got []gitLabNote
-		if err := g.api.do(ctx, http.MethodGet, notes, pageQuery("per_page", 100, page), nil, &got); err != nil {
-			return 0, err
-		}
-		for _, n := range got {
-			if strings.Contains(n.Body, marker) {
-				found = strconv.FormatInt(n.ID, 10)
+	find := func(marker string) (string, error) {
+		var found string
+		_, err := pages(ctx, 100, func(page int) (int, error) {
+			var got []gitLabNote
+			if err := g.api.do(ctx, http.MethodGet, notes, pageQuery("per_page", 100, page), nil, &got); err != nil {
+				return 0, err
 			}
+			for _, n := range got {
+				if strings.Contains(n.Body, marker) {
+					found = strconv.FormatInt(n.ID, 10)
+				}
+			}
+			return len(got), nil
+		})
+		return found, err
+	}
+	create := func() (string, error) {
+		var created gitLabNote
+		if err := g.api.do(ctx, http.MethodPost, notes, nil, in, &created); err != nil {
+			return "", err
 		}
-		return len(got), nil
-	})
-	if err != nil {
-		return "", err
+		return strconv.FormatInt(created.ID, 10), nil
 	}
-	if found != "" {
-		return found, edit(found)
-	}
-	var created gitLabNote
-	if err := g.api.do(ctx, http.MethodPost, notes, nil, in, &created); err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(created.ID, 10), nil
+	return upsert(id, marker, edit, find, create)
 }
 
 // gitLabStates maps a status to GitLab's commit status states.

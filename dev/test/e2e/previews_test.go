@@ -95,6 +95,15 @@ func (p *previewFixture) push(t *testing.T, number int64, tree map[string]string
 	return head
 }
 
+// pull pushes tree as pull request number's head (push) and sends GitHub's
+// pull_request event with action through hook; it returns the head.
+func (p *previewFixture) pull(t *testing.T, hook, action string, number int64, tree map[string]string, files ...string) string {
+	t.Helper()
+	head := p.push(t, number, tree, files...)
+	postGitHubEvent(t, hook, "pull_request", githubPullEvent(p.git.URL("mono"), action, number, head, "main", false))
+	return head
+}
+
 // checkpoint is Stack name's checkpoint file, as Pulumi wrote it.
 func (p *previewFixture) checkpoint(t *testing.T, name string) []byte {
 	t.Helper()
@@ -216,8 +225,7 @@ func TestPullRequestPreviews(t *testing.T) {
 	g.Expect(statuses[len(statuses)-1].Description).To(Equal("preview: 1 to update"))
 
 	// A second push to the same pull request edits b's comment.
-	head2 := p.push(t, 1, previewTree("1", "3", "1"), "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 1, head2, "main", false))
+	head2 := p.pull(t, hook, "synchronize", 1, previewTree("1", "3", "1"), "b/Pulumi.yaml")
 	p.waitPreview(t, "b", 1, head2, v1alpha1.PreviewSucceeded)
 	comments = p.forge.Comments(forgetest.GitHub, p.repo, 1)
 	g.Expect(comments).To(HaveLen(1), "the comment is edited in place")
@@ -228,8 +236,7 @@ func TestPullRequestPreviews(t *testing.T) {
 	// A program error: a failure status with the diagnostic's first line.
 	broken := previewTree("1", "1", "1")
 	broken["b/Pulumi.yaml"] = strings.Replace(folderProgram("mono-b", "1"), `version: "1"`, "version: ${nowhere.value}", 1)
-	head3 := p.push(t, 2, broken, "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 2, head3, "main", false))
+	head3 := p.pull(t, hook, "opened", 2, broken, "b/Pulumi.yaml")
 	failed := p.waitPreview(t, "b", 2, head3, v1alpha1.PreviewFailed)
 	g.Expect(failed.Message).To(ContainSubstring("nowhere"))
 	st3 := p.forge.Statuses(forgetest.GitHub, p.repo, head3)
@@ -260,8 +267,7 @@ func TestPullRequestPreviews(t *testing.T) {
 			Expression: "resource.inputs.data.version != '9'", Message: "version 9 is banned",
 		}}}}
 	g.Expect(env.Client.Create(ctx, policy)).To(Succeed())
-	head5 := p.push(t, 4, previewTree("1", "9", "1"), "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 4, head5, "main", false))
+	head5 := p.pull(t, hook, "opened", 4, previewTree("1", "9", "1"), "b/Pulumi.yaml")
 	refused := p.waitPreview(t, "b", 4, head5, v1alpha1.PreviewFailed)
 	g.Expect(refused.Message).To(ContainSubstring("version 9 is banned"))
 	st5 := p.forge.Statuses(forgetest.GitHub, p.repo, head5)
@@ -415,8 +421,7 @@ func TestPullRequestMergeAppliesReviewedPlan(t *testing.T) {
 	repoURL := p.git.URL("mono")
 
 	tree := previewTree("1", "2", "2")
-	head := p.push(t, 7, tree, "b/Pulumi.yaml", "c/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 7, head, "main", false))
+	head := p.pull(t, hook, "opened", 7, tree, "b/Pulumi.yaml", "c/Pulumi.yaml")
 	pb := p.waitPreview(t, "b", 7, head, v1alpha1.PreviewSucceeded)
 	pc := p.waitPreview(t, "c", 7, head, v1alpha1.PreviewSucceeded)
 	g.Expect(pb.Plan).To(Equal("review-7-" + head[:12]))
@@ -469,23 +474,7 @@ func TestPullRequestMergeAppliesReviewedPlan(t *testing.T) {
 // program with review stacks must, so that a review stack and the Stack's
 // own do not share objects.
 func stackNamedProgram(project, version string) string {
-	return fmt.Sprintf(`name: %s
-runtime: yaml
-config:
-  namespace:
-    type: string
-resources:
-  cm:
-    type: kubernetes:core/v1:ConfigMap
-    properties:
-      metadata:
-        name: ${pulumi.stack}-cm
-        namespace: ${namespace}
-      data:
-        version: %q
-outputs:
-  version: ${cm.data.version}
-`, project, version)
+	return strings.Replace(folderProgram(project, version), "name: "+project+"\n        namespace", "name: ${pulumi.stack}-cm\n        namespace", 1)
 }
 
 func reviewTree(a, b, c string) map[string]string {
@@ -524,8 +513,7 @@ func TestPullRequestReviewStacks(t *testing.T) {
 		return cm.Data["version"]
 	}
 
-	head1 := p.push(t, 1, reviewTree("1", "2", "1"), "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 1, head1, "main", false))
+	head1 := p.pull(t, hook, "opened", 1, reviewTree("1", "2", "1"), "b/Pulumi.yaml")
 	e := p.waitPreview(t, "b", 1, head1, v1alpha1.PreviewSucceeded)
 	g.Expect(e.ReviewStack).NotTo(BeNil())
 	g.Expect(*e.ReviewStack).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("b-pr-1"), "Head": Equal(head1), "Phase": Equal(v1alpha1.PreviewSucceeded)}))
@@ -535,15 +523,13 @@ func TestPullRequestReviewStacks(t *testing.T) {
 	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 1)[0].Body).To(ContainSubstring("Review stack `b-pr-1`: applied at " + head1[:12]))
 	g.Expect(getStack(g, p.keys["b"]).Finalizers).To(ContainElement(v1alpha1.ReviewStackFinalizer))
 
-	head2 := p.push(t, 1, reviewTree("1", "3", "1"), "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 1, head2, "main", false))
+	head2 := p.pull(t, hook, "synchronize", 1, reviewTree("1", "3", "1"), "b/Pulumi.yaml")
 	e = p.waitPreview(t, "b", 1, head2, v1alpha1.PreviewSucceeded)
 	g.Expect(e.ReviewStack.Head).To(Equal(head2))
 	g.Expect(configMap("b-pr-1-cm")).To(Equal("3"))
 
 	// Over the cap: previewed, no review stack.
-	head3 := p.push(t, 2, reviewTree("1", "4", "1"), "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 2, head3, "main", false))
+	head3 := p.pull(t, hook, "opened", 2, reviewTree("1", "4", "1"), "b/Pulumi.yaml")
 	e = p.waitPreview(t, "b", 2, head3, v1alpha1.PreviewSucceeded)
 	g.Expect(e.ReviewStack.Phase).To(Equal(v1alpha1.PreviewSkipped))
 	g.Expect(configMap("b-pr-2-cm")).To(Equal("-"))
@@ -565,8 +551,7 @@ func TestPullRequestReviewStacks(t *testing.T) {
 
 	// The cap is free again: the next push to pull request 2 gets one.
 	// Then the Stack is deleted: its review stack goes with it.
-	head4 := p.push(t, 2, reviewTree("1", "5", "1"), "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 2, head4, "main", false))
+	head4 := p.pull(t, hook, "synchronize", 2, reviewTree("1", "5", "1"), "b/Pulumi.yaml")
 	e = p.waitPreview(t, "b", 2, head4, v1alpha1.PreviewSucceeded)
 	g.Expect(e.ReviewStack.Phase).To(Equal(v1alpha1.PreviewSucceeded))
 	g.Expect(configMap("b-pr-2-cm")).To(Equal("5"))
@@ -621,11 +606,9 @@ func TestPullRequestPreviewCancelled(t *testing.T) {
 		}, 2*time.Minute, 50*time.Millisecond).Should(Succeed())
 	}
 
-	head1 := p.push(t, 1, slow, "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 1, head1, "main", false))
+	head1 := p.pull(t, hook, "opened", 1, slow, "b/Pulumi.yaml")
 	waitRunning(1, head1)
-	head2 := p.push(t, 1, previewTree("1", "3", "1"), "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "synchronize", 1, head2, "main", false))
+	head2 := p.pull(t, hook, "synchronize", 1, previewTree("1", "3", "1"), "b/Pulumi.yaml")
 	p.waitPreview(t, "b", 1, head2, v1alpha1.PreviewSucceeded)
 	var states []string
 	for _, st := range p.forge.Statuses(forgetest.GitHub, p.repo, head1) {
@@ -638,8 +621,7 @@ func TestPullRequestPreviewCancelled(t *testing.T) {
 	g.Expect(comments[0].Body).To(ContainSubstring(head2[:12]))
 
 	// Closed mid-preview.
-	head3 := p.push(t, 2, slow, "b/Pulumi.yaml")
-	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "opened", 2, head3, "main", false))
+	head3 := p.pull(t, hook, "opened", 2, slow, "b/Pulumi.yaml")
 	waitRunning(2, head3)
 	postGitHubEvent(t, hook, "pull_request", githubPullEvent(repoURL, "closed", 2, head3, "main", false))
 	g.Eventually(func(g Gomega) {

@@ -179,14 +179,6 @@ var (
 			{"POST", regexp.MustCompile(`^` + ghRepo + `/statuses/([0-9a-f]{40})$`), setStatus},
 			{"GET", regexp.MustCompile(`^` + ghRepo + `/pulls$`), listPulls},
 		},
-		Gitea: {
-			{"GET", regexp.MustCompile(`^` + ghRepo + `/pulls/(\d+)/files$`), listFiles},
-			{"GET", regexp.MustCompile(`^` + ghRepo + `/issues/(\d+)/comments$`), listComments},
-			{"POST", regexp.MustCompile(`^` + ghRepo + `/issues/(\d+)/comments$`), createComment},
-			{"PATCH", regexp.MustCompile(`^` + ghRepo + `/issues/comments/(\d+)$`), editComment},
-			{"POST", regexp.MustCompile(`^` + ghRepo + `/statuses/([0-9a-f]{40})$`), setStatus},
-			{"GET", regexp.MustCompile(`^` + ghRepo + `/pulls$`), listPulls},
-		},
 		Bitbucket: {
 			{"GET", regexp.MustCompile(`^` + bbRepo + `/pullrequests/(\d+)/diffstat$`), listFiles},
 			{"GET", regexp.MustCompile(`^` + bbRepo + `/pullrequests/(\d+)/comments$`), listComments},
@@ -212,6 +204,9 @@ var (
 		Bitbucket: {"INPROGRESS", "SUCCESSFUL", "FAILED", "STOPPED"},
 	}
 )
+
+// Gitea serves GitHub's paths.
+func init() { routes[Gitea] = routes[GitHub] }
 
 // answer writes a JSON answer and remembers its code.
 type answer struct {
