@@ -34,6 +34,7 @@ import (
 	controllerpolicy "github.com/stackpilot/stackpilot/internal/controllers/policy"
 	"github.com/stackpilot/stackpilot/internal/controllers/receiver"
 	"github.com/stackpilot/stackpilot/internal/controllers/stack"
+	"github.com/stackpilot/stackpilot/internal/dashboard"
 	"github.com/stackpilot/stackpilot/internal/executor"
 	"github.com/stackpilot/stackpilot/internal/inputs"
 	"github.com/stackpilot/stackpilot/internal/jitter"
@@ -74,6 +75,7 @@ type flags struct {
 	pprofAddr               string
 	webhookAddr             string
 	logsAddr, logsCertDir   string
+	dashboardAddr           string
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaderElectionID        string
@@ -145,6 +147,7 @@ func parseFlags() (*flags, *zap.Options) {
 	opts := &zap.Options{}
 	flag.StringVar(&f.webhookAddr, "webhook-bind-address", ":9292", "Address of the Receivers' webhook endpoint (/hook/...); 0 disables it.")
 	flag.StringVar(&f.logsAddr, "logs-bind-address", ":9443", "Address of the HTTPS endpoint serving the engine logs of recent operations (/logs/..., what stackpilot logs reads) and the full plans that wait for approval (/plans/..., what stackpilot plan reads), each to callers who may get the Stack; 0 disables it.")
+	flag.StringVar(&f.dashboardAddr, "dashboard-bind-address", "0", "Address of the HTTPS web dashboard (the fleet of Stacks, to each caller as their own Kubernetes identity may see it), with the certificate of --logs-cert-dir; 0 (the default) disables it.")
 	flag.StringVar(&f.logsCertDir, "logs-cert-dir", "", "Directory holding tls.crt and tls.key for the logs endpoint (default: a self-signed certificate made at start).")
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -326,6 +329,15 @@ func run() error {
 	}
 	if err := server.Setup(mgr, f.logsAddr, f.logsCertDir, r.Logs, r.Plans, r.Reviews); err != nil {
 		return err
+	}
+	if f.dashboardAddr != "0" && f.dashboardAddr != "" {
+		cert, err := server.Certificate(f.logsCertDir)
+		if err != nil {
+			return fmt.Errorf("--logs-cert-dir: %w", err)
+		}
+		if err := dashboard.Setup(mgr, f.dashboardAddr, cert); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

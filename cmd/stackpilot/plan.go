@@ -156,7 +156,7 @@ func (c *cli) printPlanByID(ctx context.Context, opts planOptions, format string
 func planHint(s *v1alpha1.Stack, id string) string {
 	switch {
 	case strings.HasPrefix(id, "review-"):
-		return "This plan is a pull request's preview: the up after its merge applies exactly it, when the merged program and the Stack's inputs are those previewed."
+		return "This plan is a preview for review (a pull request's, or stackpilot preview's): an up of the same program with the same inputs (after the merge) applies exactly it."
 	case s.GetApprovalMode() == v1alpha1.ApprovalPreviewOnly:
 		return "This Stack is PreviewOnly (spec.approval.mode): its plans are shown, never applied."
 	case s.GetApprovalMode() == v1alpha1.ApprovalAuto:

@@ -35,7 +35,7 @@ func Setup(mgr ctrl.Manager, addr, certDir string, logs *logstore.Store, plans, 
 	if addr == "0" || addr == "" {
 		return nil
 	}
-	cert, err := certificate(certDir)
+	cert, err := Certificate(certDir)
 	if err != nil {
 		return fmt.Errorf("--logs-cert-dir: %w", err)
 	}
@@ -79,8 +79,8 @@ func (s *listener) Start(ctx context.Context) error {
 	return nil
 }
 
-// certificate is certDir's key pair, else a new self-signed one.
-func certificate(certDir string) (tls.Certificate, error) {
+// Certificate is certDir's key pair, else a new self-signed one.
+func Certificate(certDir string) (tls.Certificate, error) {
 	if certDir != "" {
 		return tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	}

@@ -68,7 +68,10 @@ type Process struct {
 	// LogsAddr is the HTTPS listener of the engine logs and the full plans
 	// (https://LogsAddr/logs/..., /plans/...; a self-signed certificate).
 	LogsAddr string
-	LogPath  string
+	// DashboardAddr is the web dashboard's HTTPS listener
+	// (https://DashboardAddr/; the logs' certificate).
+	DashboardAddr string
+	LogPath       string
 }
 
 // Start starts the controller and waits until it answers /readyz.
@@ -94,6 +97,10 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	dash, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
 	if c.LogPath == "" {
 		c.LogPath = filepath.Join(c.DataDir, fmt.Sprintf("controller-%d.log", time.Now().UnixNano()))
 	}
@@ -107,6 +114,7 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 		"--health-probe-bind-address=" + probes,
 		"--webhook-bind-address=" + webhooks,
 		"--logs-bind-address=" + logs,
+		"--dashboard-bind-address=" + dash,
 		"--pulumi=" + filepath.Join(c.BinDir, "pulumi"),
 	}, c.Args...)
 	cmd := exec.Command(c.Binary, args...)
@@ -129,7 +137,7 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("start the controller: %w", err)
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{}), MetricsAddr: metrics, ProbeAddr: probes, WebhookAddr: webhooks, LogsAddr: logs, LogPath: c.LogPath}
+	p := &Process{cmd: cmd, done: make(chan struct{}), MetricsAddr: metrics, ProbeAddr: probes, WebhookAddr: webhooks, LogsAddr: logs, DashboardAddr: dash, LogPath: c.LogPath}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()

@@ -425,14 +425,16 @@ func TestPullRequestMergeAppliesReviewedPlan(t *testing.T) {
 	pb := p.waitPreview(t, "b", 7, head, v1alpha1.PreviewSucceeded)
 	pc := p.waitPreview(t, "c", 7, head, v1alpha1.PreviewSucceeded)
 	g.Expect(pb.Plan).To(Equal("review-7-" + head[:12]))
-	g.Expect(p.forge.Comments(forgetest.GitHub, p.repo, 7)[0].Body).To(ContainSubstring("stackpilot plan b -n " + p.ns + " --id " + pb.Plan))
+	comments := p.forge.Comments(forgetest.GitHub, p.repo, 7)
+	g.Expect(comments).To(HaveLen(2), "b's and c's, in the order their previews ended")
+	g.Expect(comments).To(ContainElement(HaveField("Body", ContainSubstring("stackpilot plan b -n "+p.ns+" --id "+pb.Plan))))
 
 	out, errOut, code := mustPlanCLI(t, p.ns, "plan", "b", "--id", pb.Plan, "--controller-url", "https://"+p.ctrl.LogsAddr,
 		"--insecure-skip-tls-verify", "--token", stackReaderToken(t, p.ns))
 	g.Expect(code).To(Equal(0), errOut)
 	g.Expect(out).To(ContainSubstring("[diff: ~data.version]"))
 	g.Expect(out).To(ContainSubstring("pull/7@sha1:" + head))
-	g.Expect(out).To(ContainSubstring("the up after its merge applies exactly it"))
+	g.Expect(out).To(ContainSubstring("(after the merge) applies exactly it"))
 
 	previewsBefore := p.ctrl.Operations(t, "preview")
 	// The merge: the same tree on main (a merge commit of its own).

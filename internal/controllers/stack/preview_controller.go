@@ -58,7 +58,7 @@ type PreviewOptions struct {
 func (r *PreviewReconciler) SetupWithManager(mgr ctrl.Manager, opts PreviewOptions) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("stackpreview").
-		Watches(&v1alpha1.Stack{}, previewEvents{running: &r.running}).
+		Watches(&v1alpha1.Stack{}, previewEvents{running: &r.running, gone: func(uid types.UID) { r.polled.Delete(uid) }}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)}).
 		Complete(r)
 }
@@ -83,6 +83,11 @@ func (r *PreviewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return ctrl.Result{}, r.dropFinalizer(ctx, stack)
 	}
+	if stack.Spec.Suspend {
+		// Suspended, a Stack runs nothing, previews included: the requests
+		// wait for spec.suspend to go (a change of generation).
+		return ctrl.Result{}, nil
+	}
 	if q, pending := revisionPending(stack); pending {
 		if err := r.previewRevision(ctx, stack, q); err != nil {
 			return ctrl.Result{}, err
@@ -94,10 +99,17 @@ func (r *PreviewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	p := stack.Spec.Previews
 	if p == nil || !p.Enabled {
-		// Turned off: what it kept goes, nothing is posted.
+		// Turned off: what it kept goes (review stacks too), nothing is
+		// posted.
+		numbers := map[int64]bool{}
 		for _, q := range reqs {
-			q.Closed = true
-			if err := r.forget(ctx, stack, q); err != nil {
+			numbers[q.Number] = true
+		}
+		for _, e := range stack.Status.Previews {
+			numbers[e.Number] = true
+		}
+		for n := range numbers {
+			if err := r.forget(ctx, stack, v1alpha1.PreviewRequest{Number: n, Closed: true}); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -290,7 +302,11 @@ func (rp *runningPreviews) cancelOutdated(stack *v1alpha1.Stack) int {
 
 // previewEvents enqueues a Stack whose preview requests or spec changed,
 // and cancels its outdated previews before that.
-type previewEvents struct{ running *runningPreviews }
+type previewEvents struct {
+	running *runningPreviews
+	// gone forgets what is kept in memory of a deleted Stack.
+	gone func(types.UID)
+}
 
 var _ handler.TypedEventHandler[client.Object, reconcile.Request] = previewEvents{}
 
@@ -324,6 +340,9 @@ func (h previewEvents) Delete(_ context.Context, e event.TypedDeleteEvent[client
 		gone := s.DeepCopy()
 		gone.Annotations = nil
 		h.running.cancelOutdated(gone)
+		if h.gone != nil {
+			h.gone(s.UID)
+		}
 	}
 }
 
