@@ -124,11 +124,7 @@ func (s *Server) withIdentity(next func(w http.ResponseWriter, r *http.Request, 
 		}
 		id, err := s.Access.Authenticate(r.Context(), strings.TrimSpace(token))
 		if err != nil {
-			code := http.StatusInternalServerError
-			if errors.Is(err, errUnauthenticated) {
-				code = http.StatusUnauthorized
-			}
-			writeError(w, code, err.Error())
+			writeAuthError(w, err)
 			return
 		}
 		c.id = id
@@ -169,11 +165,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := s.Access.Authenticate(r.Context(), token)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, errUnauthenticated) {
-			code = http.StatusUnauthorized
-		}
-		writeError(w, code, err.Error())
+		writeAuthError(w, err)
 		return
 	}
 	x := s.sessions.start(token)
@@ -293,6 +285,16 @@ func containsState(s State) bool {
 		}
 	}
 	return false
+}
+
+// writeAuthError answers a failed token review: 401 when the API server
+// refused the token, 500 when it could not be asked.
+func writeAuthError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if errors.Is(err, errUnauthenticated) {
+		code = http.StatusUnauthorized
+	}
+	writeError(w, code, err.Error())
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -39,40 +39,54 @@ func Setup(mgr ctrl.Manager, addr, certDir string, logs *logstore.Store, plans, 
 	if err != nil {
 		return fmt.Errorf("--logs-cert-dir: %w", err)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--logs-bind-address: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle(wire.LogsPath, &LogsHandler{Store: logs, Reader: mgr.GetAPIReader(), Client: mgr.GetClient()})
 	mux.Handle(wire.PlansPath, &PlanHandler{Store: plans, Reviews: reviews, Reader: mgr.GetClient(), Client: mgr.GetClient()})
+	l, err := NewTLSListener(addr, mux, cert, "logs", "serving engine logs over HTTPS")
+	if err != nil {
+		return fmt.Errorf("--logs-bind-address: %w", err)
+	}
+	return mgr.Add(l)
+}
+
+// NewTLSListener binds addr now (a taken port fails the start, not later)
+// and returns a manager Runnable that serves h over HTTPS with cert on
+// every replica, leader or not, until the manager stops. It sets no
+// WriteTimeout: a followed log or a stream of events lasts as long as it
+// needs.
+func NewTLSListener(addr string, h http.Handler, cert tls.Certificate, name, msg string) (*TLSListener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
 	srv := &http.Server{
-		Handler:   mux,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		// No WriteTimeout: a followed log streams as long as its operation runs.
+		Handler:           h,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	return mgr.Add(&listener{srv: srv, ln: ln})
+	return &TLSListener{srv: srv, ln: ln, name: name, msg: msg}, nil
 }
 
-// listener runs on every replica, leader or not: each serves the logs of
-// the operations it ran.
-type listener struct {
-	srv *http.Server
-	ln  net.Listener
+// TLSListener is an HTTPS server the manager runs: the logs and plans,
+// the dashboard. Every replica serves it (each the logs of the operations
+// it ran, the dashboard from its own cache).
+type TLSListener struct {
+	srv       *http.Server
+	ln        net.Listener
+	name, msg string
 }
 
-func (s *listener) NeedLeaderElection() bool { return false }
+func (s *TLSListener) NeedLeaderElection() bool { return false }
 
-func (s *listener) Start(ctx context.Context) error {
+func (s *TLSListener) Start(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = s.srv.Shutdown(shut)
 	}()
-	ctrl.Log.WithName("logs").Info("serving engine logs over HTTPS", "address", s.ln.Addr().String())
+	ctrl.Log.WithName(s.name).Info(s.msg, "address", s.ln.Addr().String())
 	if err := s.srv.ServeTLS(s.ln, "", ""); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
