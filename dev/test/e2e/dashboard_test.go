@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -59,7 +60,14 @@ func TestDashboardFleet(t *testing.T) {
 	reader := "Bearer " + stackReaderToken(t, f.ns)
 	nobody := "Bearer " + kubeconfigToken(t, serviceAccountKubeconfig(t, f.ns, "nobody", false))
 
-	// What the API server says, counted as the page counts.
+	// Both reconciled (a suspended Stack is Ready, reason Suspended, as
+	// kubectl shows it), then what the API server says, counted as the page
+	// counts, against the page (which reads the controller's cache: it may
+	// lag a moment).
+	g.Eventually(func(g Gomega) {
+		s := getStack(g, client.ObjectKeyFromObject(paused))
+		g.Expect(apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ReadyCondition)).NotTo(BeNil())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 	var list v1alpha1.StackList
 	g.Expect(env.Client.List(ctx, &list, client.InNamespace(f.ns))).To(Succeed())
 	ready, suspended := 0, 0
@@ -71,13 +79,17 @@ func TestDashboardFleet(t *testing.T) {
 			suspended++
 		}
 	}
-	g.Expect(ready).To(Equal(1))
-	code, fleet, header := dashboardDo(t, f.ctrl, "GET", "/api/fleet?namespace="+f.ns, nil, "Authorization", reader)
-	g.Expect(code).To(Equal(200), "%v", fleet)
-	g.Expect(fleet["total"]).To(BeEquivalentTo(2))
-	g.Expect(fleet["counts"]).To(HaveKeyWithValue("Ready", BeEquivalentTo(ready)))
-	g.Expect(fleet["counts"]).To(HaveKeyWithValue("Suspended", BeEquivalentTo(suspended)))
-	g.Expect(fleet["user"]).To(Equal("system:serviceaccount:" + f.ns + ":stack-reader"))
+	g.Expect(suspended).To(Equal(1))
+	var header http.Header
+	g.Eventually(func(g Gomega) {
+		code, fleet, h := dashboardDo(t, f.ctrl, "GET", "/api/fleet?namespace="+f.ns, nil, "Authorization", reader)
+		g.Expect(code).To(Equal(200), "%v", fleet)
+		g.Expect(fleet["total"]).To(BeEquivalentTo(2))
+		g.Expect(fleet["counts"]).To(HaveKeyWithValue("Ready", BeEquivalentTo(ready)))
+		g.Expect(fleet["counts"]).To(HaveKeyWithValue("Suspended", BeEquivalentTo(suspended)))
+		g.Expect(fleet["user"]).To(Equal("system:serviceaccount:" + f.ns + ":stack-reader"))
+		header = h
+	}, time.Minute, 500*time.Millisecond).Should(Succeed())
 	g.Expect(header.Get("Content-Security-Policy")).To(ContainSubstring("default-src 'self'"))
 
 	// One Stack: to its reader, and 403 for another namespace's.
@@ -90,7 +102,7 @@ func TestDashboardFleet(t *testing.T) {
 	code, _, _ = dashboardDo(t, f.ctrl, "GET", "/api/stacks/"+f.ns+"/applied", nil, "Authorization", nobody)
 	g.Expect(code).To(Equal(403))
 
-	code, fleet, _ = dashboardDo(t, f.ctrl, "GET", "/api/fleet", nil, "Authorization", nobody)
+	code, fleet, _ := dashboardDo(t, f.ctrl, "GET", "/api/fleet", nil, "Authorization", nobody)
 	g.Expect(code).To(Equal(200), "%v", fleet)
 	g.Expect(fleet["total"]).To(BeEquivalentTo(0), "a user who may get no Stack sees none")
 	code, _, _ = dashboardDo(t, f.ctrl, "GET", "/api/fleet", nil, "Authorization", "Bearer not-a-token")
