@@ -122,41 +122,52 @@ func (b *bitbucket) SetStatus(ctx context.Context, sha string, s Status) error {
 	return b.api.do(ctx, http.MethodPost, b.path("/commit/%s/statuses/build", sha), nil, in, nil)
 }
 
+// BitbucketPull is a pull request object as Bitbucket Cloud's REST API
+// lists it and its pullrequest:* webhooks carry it (the part read).
+type BitbucketPull struct {
+	ID     int64  `json:"id"`
+	State  string `json:"state"`
+	Source struct {
+		Branch struct {
+			Name string `json:"name"`
+		} `json:"branch"`
+		Commit struct {
+			Hash string `json:"hash"`
+		} `json:"commit"`
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	} `json:"source"`
+	Destination struct {
+		Branch struct {
+			Name string `json:"name"`
+		} `json:"branch"`
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	} `json:"destination"`
+	Links struct {
+		HTML struct {
+			Href string `json:"href"`
+		} `json:"html"`
+	} `json:"links"`
+}
+
+// PullRequest is p as previews use it. Bitbucket keeps no reference to a
+// pull request's head in the base repository, and abbreviates the commit:
+// the head is read from the source branch.
+func (p BitbucketPull) PullRequest() PullRequest {
+	return PullRequest{Number: p.ID, Head: p.Source.Commit.Hash, Ref: "refs/heads/" + p.Source.Branch.Name,
+		Base: p.Destination.Branch.Name, URL: p.Links.HTML.Href,
+		Fork: !strings.EqualFold(p.Source.Repository.FullName, p.Destination.Repository.FullName)}
+}
+
 func (b *bitbucket) OpenPullRequests(ctx context.Context, base string) ([]PullRequest, error) {
 	var out []PullRequest
-	complete, err := bbList(ctx, b.api, b.path("/pullrequests"), url.Values{"state": {"OPEN"}}, func(p struct {
-		ID     int64 `json:"id"`
-		Source struct {
-			Branch struct {
-				Name string `json:"name"`
-			} `json:"branch"`
-			Commit struct {
-				Hash string `json:"hash"`
-			} `json:"commit"`
-			Repository struct {
-				FullName string `json:"full_name"`
-			} `json:"repository"`
-		} `json:"source"`
-		Destination struct {
-			Branch struct {
-				Name string `json:"name"`
-			} `json:"branch"`
-			Repository struct {
-				FullName string `json:"full_name"`
-			} `json:"repository"`
-		} `json:"destination"`
-		Links struct {
-			HTML struct {
-				Href string `json:"href"`
-			} `json:"html"`
-		} `json:"links"`
-	}) {
-		if p.Destination.Branch.Name != base {
-			return
+	complete, err := bbList(ctx, b.api, b.path("/pullrequests"), url.Values{"state": {"OPEN"}}, func(p BitbucketPull) {
+		if p.Destination.Branch.Name == base {
+			out = append(out, p.PullRequest())
 		}
-		out = append(out, PullRequest{Number: p.ID, Head: p.Source.Commit.Hash, Ref: "refs/heads/" + p.Source.Branch.Name,
-			Base: base, URL: p.Links.HTML.Href,
-			Fork: !strings.EqualFold(p.Source.Repository.FullName, p.Destination.Repository.FullName)})
 	})
 	if err == nil && !complete {
 		err = fmt.Errorf("GET %s: more than %d pages of open pull requests", b.path("/pullrequests"), maxPages)

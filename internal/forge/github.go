@@ -113,11 +113,15 @@ func postCommitStatus(ctx context.Context, a *api, path string, s Status) error 
 	return a.do(ctx, http.MethodPost, path, nil, in, nil)
 }
 
-// gitHubPull is a pull request as GitHub's and Gitea's list gives it.
-type gitHubPull struct {
+// GitHubPull is a pull request object as GitHub's and Gitea's REST APIs
+// list it and their pull_request webhooks carry it (the part read).
+type GitHubPull struct {
 	Number  int64  `json:"number"`
 	HTMLURL string `json:"html_url"`
+	Merged  bool   `json:"merged"`
+	State   string `json:"state"`
 	Head    struct {
+		Ref  string `json:"ref"`
 		SHA  string `json:"sha"`
 		Repo *struct {
 			FullName string `json:"full_name"`
@@ -134,9 +138,11 @@ type gitHubPull struct {
 	} `json:"labels"`
 }
 
-func (p gitHubPull) pullRequest() PullRequest {
+// PullRequest is p as previews use it: its head is kept at
+// refs/pull/<number>/head of the base repository, a fork's too.
+func (p GitHubPull) PullRequest() PullRequest {
 	pr := PullRequest{Number: p.Number, Head: p.Head.SHA, Ref: fmt.Sprintf("refs/pull/%d/head", p.Number),
-		Base: p.Base.Ref, URL: p.HTMLURL,
+		Base: strings.TrimPrefix(p.Base.Ref, "refs/heads/"), URL: p.HTMLURL,
 		Fork: p.Head.Repo == nil || p.Base.Repo == nil || !strings.EqualFold(p.Head.Repo.FullName, p.Base.Repo.FullName)}
 	for _, l := range p.Labels {
 		pr.Labels = append(pr.Labels, l.Name)
@@ -152,14 +158,14 @@ func (g *gitHub) OpenPullRequests(ctx context.Context, base string) ([]PullReque
 func listPulls(ctx context.Context, a *api, path, sizeParam string, perPage int, base string, extra ...string) ([]PullRequest, error) {
 	var out []PullRequest
 	complete, err := pages(ctx, perPage, func(page int) (int, error) {
-		var got []gitHubPull
+		var got []GitHubPull
 		q := pageQuery(sizeParam, perPage, page, append([]string{"state", "open"}, extra...)...)
 		if err := a.do(ctx, http.MethodGet, path, q, nil, &got); err != nil {
 			return 0, err
 		}
 		for _, p := range got {
 			if p.Base.Ref == base {
-				out = append(out, p.pullRequest())
+				out = append(out, p.PullRequest())
 			}
 		}
 		return len(got), nil

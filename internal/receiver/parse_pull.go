@@ -3,7 +3,8 @@ package receiver
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
+
+	"github.com/stackpilot/stackpilot/internal/forge"
 )
 
 // PullRequest is a pull (merge) request event: what to preview, or that a
@@ -55,31 +56,10 @@ func boundLabels(in []string) []string {
 
 // githubPull is the part of a GitHub or Gitea pull_request event we read.
 type githubPull struct {
-	Action      string `json:"action"`
-	Number      int64  `json:"number"`
-	PullRequest struct {
-		Number  int64  `json:"number"`
-		HTMLURL string `json:"html_url"`
-		Merged  bool   `json:"merged"`
-		State   string `json:"state"`
-		Head    struct {
-			Ref  string `json:"ref"`
-			SHA  string `json:"sha"`
-			Repo *struct {
-				FullName string `json:"full_name"`
-			} `json:"repo"`
-		} `json:"head"`
-		Base struct {
-			Ref  string `json:"ref"`
-			Repo *struct {
-				FullName string `json:"full_name"`
-			} `json:"repo"`
-		} `json:"base"`
-		Labels []struct {
-			Name string `json:"name"`
-		} `json:"labels"`
-	} `json:"pull_request"`
-	Repository struct {
+	Action      string           `json:"action"`
+	Number      int64            `json:"number"`
+	PullRequest forge.GitHubPull `json:"pull_request"`
+	Repository  struct {
 		CloneURL string `json:"clone_url"`
 		SSHURL   string `json:"ssh_url"`
 		HTMLURL  string `json:"html_url"`
@@ -95,27 +75,19 @@ func parseGitHubPull(ev Event, body []byte) (Event, error) {
 	if err := json.Unmarshal(body, &p); err != nil {
 		return ev, invalid("the body is not a JSON pull_request event: %v", err)
 	}
-	pr := p.PullRequest
-	n := pr.Number
-	if n == 0 {
-		n = p.Number
+	if p.PullRequest.Number == 0 {
+		p.PullRequest.Number = p.Number
 	}
-	if n <= 0 || pr.Head.SHA == "" || pr.Base.Ref == "" {
+	pr := p.PullRequest.PullRequest()
+	if pr.Number <= 0 || pr.Head == "" || pr.Base == "" {
 		return ev, invalid("the pull_request event names no number, head commit or base branch")
 	}
-	var labels []string
-	for _, l := range pr.Labels {
-		labels = append(labels, l.Name)
-	}
-	fork := pr.Head.Repo == nil || pr.Base.Repo == nil || !strings.EqualFold(pr.Head.Repo.FullName, pr.Base.Repo.FullName)
+	merged := p.PullRequest.Merged
 	ev.PullRequest = &PullRequest{
-		Number: n, Action: p.Action, Head: pr.Head.SHA,
-		Ref:    fmt.Sprintf("refs/pull/%d/head", n),
-		Base:   strings.TrimPrefix(pr.Base.Ref, "refs/heads/"),
-		Fork:   fork,
-		Closed: p.Action == "closed" || pr.State == "closed" || pr.Merged,
-		Merged: pr.Merged,
-		Labels: boundLabels(labels), URL: pr.HTMLURL,
+		Number: pr.Number, Action: p.Action, Head: pr.Head, Ref: pr.Ref, Base: pr.Base, Fork: pr.Fork,
+		Closed: p.Action == "closed" || p.PullRequest.State == "closed" || merged,
+		Merged: merged,
+		Labels: boundLabels(pr.Labels), URL: pr.URL,
 	}
 	r := p.Repository
 	ev.Repositories = []string{r.CloneURL, r.SSHURL, r.HTMLURL, r.GitURL}
@@ -177,35 +149,8 @@ func parseGitLabMerge(ev Event, body []byte) (Event, error) {
 
 // bitbucketPull is the part of a Bitbucket Cloud pullrequest:* event we read.
 type bitbucketPull struct {
-	PullRequest struct {
-		ID     int64  `json:"id"`
-		State  string `json:"state"`
-		Source struct {
-			Branch struct {
-				Name string `json:"name"`
-			} `json:"branch"`
-			Commit struct {
-				Hash string `json:"hash"`
-			} `json:"commit"`
-			Repository struct {
-				FullName string `json:"full_name"`
-			} `json:"repository"`
-		} `json:"source"`
-		Destination struct {
-			Branch struct {
-				Name string `json:"name"`
-			} `json:"branch"`
-			Repository struct {
-				FullName string `json:"full_name"`
-			} `json:"repository"`
-		} `json:"destination"`
-		Links struct {
-			HTML struct {
-				Href string `json:"href"`
-			} `json:"html"`
-		} `json:"links"`
-	} `json:"pullrequest"`
-	Repository struct {
+	PullRequest forge.BitbucketPull `json:"pullrequest"`
+	Repository  struct {
 		Links struct {
 			Clone json.RawMessage `json:"clone"`
 			HTML  json.RawMessage `json:"html"`
@@ -222,18 +167,16 @@ func parseBitbucketPull(ev Event, body []byte) (Event, error) {
 	if err := json.Unmarshal(body, &p); err != nil {
 		return ev, invalid("the body is not a JSON Bitbucket pull request event: %v", err)
 	}
-	pr := p.PullRequest
-	if pr.ID <= 0 || pr.Source.Commit.Hash == "" || pr.Destination.Branch.Name == "" {
+	pr := p.PullRequest.PullRequest()
+	if pr.Number <= 0 || pr.Head == "" || pr.Base == "" {
 		return ev, invalid("the pull request event names no id, source commit or destination branch")
 	}
+	state := p.PullRequest.State
 	ev.PullRequest = &PullRequest{
-		Number: pr.ID, Action: ev.Name, Head: pr.Source.Commit.Hash,
-		Ref:    "refs/heads/" + pr.Source.Branch.Name,
-		Base:   pr.Destination.Branch.Name,
-		Fork:   !strings.EqualFold(pr.Source.Repository.FullName, pr.Destination.Repository.FullName),
-		Closed: ev.Name == "pullrequest:fulfilled" || ev.Name == "pullrequest:rejected" || pr.State == "MERGED" || pr.State == "DECLINED",
-		Merged: ev.Name == "pullrequest:fulfilled" || pr.State == "MERGED",
-		URL:    pr.Links.HTML.Href,
+		Number: pr.Number, Action: ev.Name, Head: pr.Head, Ref: pr.Ref, Base: pr.Base, Fork: pr.Fork,
+		Closed: ev.Name == "pullrequest:fulfilled" || ev.Name == "pullrequest:rejected" || state == "MERGED" || state == "DECLINED",
+		Merged: ev.Name == "pullrequest:fulfilled" || state == "MERGED",
+		URL:    pr.URL,
 	}
 	l := p.Repository.Links
 	ev.Repositories = append(links(l.Clone), links(l.HTML)...)
