@@ -182,3 +182,25 @@ func hostPath(raw string) (string, string) {
 	}
 	return strings.ToLower(u.Hostname()), u.Path
 }
+
+// The labels kept of one pull request: at most maxLabels, each at most
+// labelMax bytes, so that a request annotation stays small.
+const (
+	maxLabels = 20
+	labelMax  = 100
+)
+
+// BoundLabels is in without empty or over-long labels, at most 20 of them.
+func BoundLabels(in []string) []string {
+	var out []string
+	for _, l := range in {
+		if l == "" || len(l) > labelMax {
+			continue
+		}
+		out = append(out, l)
+		if len(out) == maxLabels {
+			break
+		}
+	}
+	return out
+}

@@ -124,3 +124,14 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestBoundLabels(t *testing.T) {
+	in := []string{"", strings.Repeat("x", 101), "ok"}
+	for i := range 30 {
+		in = append(in, fmt.Sprintf("l%d", i))
+	}
+	got := forge.BoundLabels(in)
+	if len(got) != 20 || got[0] != "ok" {
+		t.Fatalf("BoundLabels = %v", got)
+	}
+}

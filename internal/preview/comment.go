@@ -183,7 +183,7 @@ func (r Report) render(rows int) string {
 			if f.URN != "" {
 				on = " on `" + cell(name(f.URN)) + "`"
 			}
-			fmt.Fprintf(&b, "- %s `%s`%s: %s\n", f.Enforcement, cell(f.Policy), on, oneLine(f.Message))
+			fmt.Fprintf(&b, "- %s `%s`%s: %s\n", f.Enforcement, cell(f.Policy), on, OneLine(f.Message))
 		}
 		fmt.Fprintln(&b)
 	}
@@ -238,4 +238,5 @@ func cell(s string) string {
 	return strings.NewReplacer("|", "\\|", "`", "'", "\n", " ").Replace(s)
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// OneLine is s with its runs of white space, newlines included, made one space.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

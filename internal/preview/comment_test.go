@@ -71,3 +71,24 @@ func TestFailedReport(t *testing.T) {
 		t.Errorf("comment:\n%s", c)
 	}
 }
+
+// TestPlanURL: --preview-plan-url-template's placeholders are filled,
+// escaped; the comment links the plan when there is a URL, else names the
+// command.
+func TestPlanURL(t *testing.T) {
+	got := PlanURL("https://dash.example/plans/{namespace}/{name}/{id}", "infra", "web app", "review-1-abc")
+	if got != "https://dash.example/plans/infra/web%20app/review-1-abc" {
+		t.Fatalf("PlanURL = %q", got)
+	}
+	if PlanURL("", "infra", "web", "id") != "" || PlanURL("https://x/{id}", "infra", "web", "") != "" {
+		t.Fatal("a URL without a template or a plan")
+	}
+	r := Report{Namespace: "infra", Name: "web", Head: "abc", Result: &runner.Result{Outcome: runner.OutcomeSucceeded}, PlanID: "review-1-abc"}
+	if c := r.Comment(65535); !strings.Contains(c, "`stackpilot plan web -n infra --id review-1-abc`") {
+		t.Fatalf("no URL: the command\n%s", c)
+	}
+	r.PlanURL = "https://dash.example/p"
+	if c := r.Comment(65535); !strings.Contains(c, "[the full plan](https://dash.example/p)") {
+		t.Fatalf("with a URL: the link\n%s", c)
+	}
+}

@@ -33,27 +33,6 @@ type PullRequest struct {
 	URL string
 }
 
-// maxLabels bounds the labels kept of one pull request; labelMax the length
-// of one.
-const (
-	maxLabels = 20
-	labelMax  = 100
-)
-
-func boundLabels(in []string) []string {
-	var out []string
-	for _, l := range in {
-		if l == "" || len(l) > labelMax {
-			continue
-		}
-		out = append(out, l)
-		if len(out) == maxLabels {
-			break
-		}
-	}
-	return out
-}
-
 // githubPull is the part of a GitHub or Gitea pull_request event we read.
 type githubPull struct {
 	Action      string           `json:"action"`
@@ -87,7 +66,7 @@ func parseGitHubPull(ev Event, body []byte) (Event, error) {
 		Number: pr.Number, Action: p.Action, Head: pr.Head, Ref: pr.Ref, Base: pr.Base, Fork: pr.Fork,
 		Closed: p.Action == "closed" || p.PullRequest.State == "closed" || merged,
 		Merged: merged,
-		Labels: boundLabels(pr.Labels), URL: pr.URL,
+		Labels: forge.BoundLabels(pr.Labels), URL: pr.URL,
 	}
 	r := p.Repository
 	ev.Repositories = []string{r.CloneURL, r.SSHURL, r.HTMLURL, r.GitURL}
@@ -141,7 +120,7 @@ func parseGitLabMerge(ev Event, body []byte) (Event, error) {
 		Fork:   a.SourceProjectID != a.TargetProjectID,
 		Closed: a.Action == "close" || a.Action == "merge" || a.State == "closed" || a.State == "merged",
 		Merged: a.Action == "merge" || a.State == "merged",
-		Labels: boundLabels(labels), URL: a.URL,
+		Labels: forge.BoundLabels(labels), URL: a.URL,
 	}
 	ev.Repositories = []string{p.Project.GitHTTPURL, p.Project.GitSSHURL, p.Project.WebURL}
 	return ev, requireRepository(ev)

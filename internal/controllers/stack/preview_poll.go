@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/forge"
 )
 
 // poll lists the open pull requests into the Stack's branch through the
@@ -48,7 +49,7 @@ func (r *PreviewReconciler) poll(ctx context.Context, stack *v1alpha1.Stack, req
 		}
 		seen[pr.Number] = true
 		q := v1alpha1.PreviewRequest{Number: pr.Number, Head: pr.Head, Ref: pr.Ref, Base: pr.Base, Fork: pr.Fork,
-			Labels: boundLabels(pr.Labels), URL: cutUTF8(pr.URL, 512)}
+			Labels: forge.BoundLabels(pr.Labels), URL: cutUTF8(pr.URL, 512)}
 		out = append(out, q)
 		if old, ok := byNumber[q.Number]; !ok || !sameRequest(old, q) {
 			set[previewAnnotation(q.Number)] = mustJSON(q)
@@ -79,19 +80,4 @@ func sameRequest(a, b v1alpha1.PreviewRequest) bool {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// boundLabels keeps at most 20 labels of at most 100 bytes, as a Receiver
-// does.
-func boundLabels(in []string) []string {
-	var out []string
-	for _, l := range in {
-		if l != "" && len(l) <= 100 {
-			out = append(out, l)
-		}
-		if len(out) == 20 {
-			break
-		}
-	}
-	return out
 }

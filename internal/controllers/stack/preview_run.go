@@ -321,10 +321,8 @@ func reviewStackLine(rs *v1alpha1.ReviewStack) string {
 	case v1alpha1.PreviewSkipped:
 		return fmt.Sprintf("No review stack: %s.", strings.TrimPrefix(rs.Message, "no review stack: "))
 	}
-	return fmt.Sprintf("Review stack `%s` **failed**: %s", rs.Name, oneLine(rs.Message))
+	return fmt.Sprintf("Review stack `%s` **failed**: %s", rs.Name, preview.OneLine(rs.Message))
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // completeHead finds the full commit of an abbreviated head in the
 // reference that holds it.
