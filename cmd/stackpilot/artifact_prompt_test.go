@@ -45,7 +45,9 @@ func TestArtifactPasswordPrompt(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			timer := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+			// Generous: making the key (scrypt) takes seconds, and far
+			// longer on a loaded machine; this only ends a hung prompt.
+			timer := time.AfterFunc(5*time.Minute, func() { _ = cmd.Process.Kill() })
 			defer timer.Stop()
 			var seen strings.Builder
 			r := bufio.NewReader(stdout)

@@ -161,7 +161,7 @@ func (s *Server) AddDatabase(ctx context.Context, database, user string) (*Serve
 		quoteIdent(o.User), quoteLiteral(o.Password), quoteIdent(o.Database), quoteIdent(o.User))
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
 		"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "-d", "postgres")
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+s.superPassword, "PGCONNECT_TIMEOUT=10")
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+s.superPassword, "PGCONNECT_TIMEOUT=60")
 	cmd.Stdin = strings.NewReader(sql)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("postgres: add database %s: %v: %s", database, err, strings.TrimSpace(string(out)))
@@ -175,7 +175,7 @@ func (s *Server) AddDatabase(ctx context.Context, database, user string) (*Serve
 func (s *Server) Query(ctx context.Context, sql string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
 		"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", s.User, "-d", s.Database)
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+s.Password, "PGCONNECT_TIMEOUT=10")
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+s.Password, "PGCONNECT_TIMEOUT=60")
 	cmd.Stdin = strings.NewReader(sql)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -356,7 +356,10 @@ func (s *Server) createDatabase(ctx context.Context, bin, superPassword string) 
 		}
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
 			"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "-d", "postgres")
-		cmd.Env = append(os.Environ(), "PGPASSWORD="+superPassword, "PGCONNECT_TIMEOUT=5")
+		// A loaded machine can take seconds to answer a connection: a
+		// timed-out attempt is retried like a refused one, within the
+		// two minutes.
+		cmd.Env = append(os.Environ(), "PGPASSWORD="+superPassword, "PGCONNECT_TIMEOUT=20")
 		cmd.Stdin = strings.NewReader(sql)
 		out, err := cmd.CombinedOutput()
 		if err == nil {
@@ -364,7 +367,7 @@ func (s *Server) createDatabase(ctx context.Context, bin, superPassword string) 
 		}
 		last = strings.TrimSpace(string(out))
 		// Until the server accepts connections; any other error is final.
-		if !strings.Contains(last, "Connection refused") && !strings.Contains(last, "starting up") {
+		if !strings.Contains(last, "Connection refused") && !strings.Contains(last, "starting up") && !strings.Contains(last, "timeout expired") {
 			return fmt.Errorf("postgres: create the database: %v: %s", err, last)
 		}
 		select {

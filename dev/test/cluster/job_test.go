@@ -409,7 +409,7 @@ func TestJobExecutor(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			s := f.get(g, key)
 			g.Expect(conditions.IsTrue(s, v1alpha1.DriftedCondition)).To(BeTrue(), "Drifted: %v", conditions.Get(s, v1alpha1.DriftedCondition))
-		}, 5*time.Minute, time.Second).Should(Succeed())
+		}, operationWait, time.Second).Should(Succeed())
 		f.noRunnerLeft(f.ns)
 	})
 
@@ -430,7 +430,7 @@ func TestJobExecutor(t *testing.T) {
 			g.Expect(s.Status.PendingPlan.Revision).To(HaveSuffix(commit))
 			g.Expect(s.Status.CurrentOperation).To(BeNil())
 			planID = s.Status.PendingPlan.ID
-		}, 5*time.Minute, time.Second).Should(Succeed())
+		}, operationWait, time.Second).Should(Succeed())
 		g.Expect(f.color()).NotTo(Equal("green"), "applied before approval")
 		// The Pod sent the inputs before the change with the plan (what
 		// `stackpilot policy test --stack` reads), the passphrase nowhere.
@@ -463,7 +463,7 @@ func TestJobExecutor(t *testing.T) {
 			answer = s.Status.RevisionPreview
 			g.Expect(answer).NotTo(BeNil())
 			g.Expect(answer.Phase).NotTo(Equal(v1alpha1.PreviewRunning))
-		}, 5*time.Minute, time.Second).Should(Succeed())
+		}, operationWait, time.Second).Should(Succeed())
 		g.Expect(answer.Phase).To(Equal(v1alpha1.PreviewSucceeded), answer.Message)
 		g.Expect(answer.Commit).To(Equal(feature))
 		g.Expect(answer.Changes.Update).To(BeEquivalentTo(1), "%+v", answer)
@@ -568,7 +568,7 @@ func TestJobExecutor(t *testing.T) {
 			g.Expect(timedOut[0].Type).To(Equal(v1alpha1.OperationUp))
 			g.Expect(timedOut[0].Outcome).To(Equal(v1alpha1.OutcomeFailed))
 			g.Expect(timedOut[0].Message).To(ContainSubstring("timed out after 30s"))
-		}, 5*time.Minute, time.Second).Should(Succeed())
+		}, operationWait, time.Second).Should(Succeed())
 		g.Expect(historyOf(f.get(g, key), slow)).NotTo(ContainElement("up interrupted"), "a timed-out up is not an interruption")
 
 		f.patchSpec(key, func(s *v1alpha1.Stack) { s.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Minute} })
@@ -713,3 +713,10 @@ func freePortOn(host string) (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// operationWait bounds the wait for one operation in its Pod: a preview's
+// Job starts a Pod, pulls the runner image from the loopback registry and
+// starts Pulumi with the Kubernetes provider. On an idle machine that is
+// well under a minute; with both cores busy (a fresh run's builds beside
+// it) it took over five.
+const operationWait = 10 * time.Minute
