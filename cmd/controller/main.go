@@ -335,7 +335,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("--logs-cert-dir: %w", err)
 		}
-		if err := dashboard.Setup(mgr, f.dashboardAddr, cert); err != nil {
+		if err := dashboard.Setup(mgr, f.dashboardAddr, cert, r.Logs, r.Plans, r.Reviews); err != nil {
 			return err
 		}
 	}

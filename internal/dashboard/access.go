@@ -55,8 +55,8 @@ type tokenAnswer struct {
 }
 
 type decisionKey struct {
-	user                  string
-	verb, namespace, name string
+	user                            string
+	verb, resource, namespace, name string
 }
 
 type decisionAnswer struct {
@@ -110,10 +110,18 @@ func (a *Access) Authenticate(ctx context.Context, token string) (*Identity, err
 	return id, nil
 }
 
-// Allowed decides whether id may verb the Stacks of namespace (name ""
-// for all of them) or the one named.
-func (a *Access) Allowed(ctx context.Context, id *Identity, verb, namespace, name string) (bool, error) {
-	key := decisionKey{user: id.User + "\x00" + id.UID, verb: verb, namespace: namespace, name: name}
+// The resources of stackpilot.dev the dashboard shows.
+const (
+	resourceStacks    = "stacks"
+	resourceReceivers = "receivers"
+	resourceAlerts    = "alerts"
+)
+
+// Allowed decides whether id may verb the objects of resource (stacks,
+// receivers, alerts) in namespace (name "" for all of them) or the one
+// named.
+func (a *Access) Allowed(ctx context.Context, id *Identity, verb, resource, namespace, name string) (bool, error) {
+	key := decisionKey{user: id.User + "\x00" + id.UID, verb: verb, resource: resource, namespace: namespace, name: name}
 	a.mu.Lock()
 	if d, ok := a.decisions[key]; ok && a.now().Before(d.expires) {
 		a.mu.Unlock()
@@ -123,7 +131,7 @@ func (a *Access) Allowed(ctx context.Context, id *Identity, verb, namespace, nam
 	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: id.User, UID: id.UID, Groups: id.Groups, Extra: id.Extra,
 		ResourceAttributes: &authzv1.ResourceAttributes{
-			Namespace: namespace, Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: "stacks", Name: name,
+			Namespace: namespace, Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: resource, Name: name,
 		},
 	}}
 	if err := a.Client.Create(ctx, sar); err != nil {
@@ -150,26 +158,28 @@ func ttl(d, def time.Duration) time.Duration {
 // namespace the caller may not read whole (RBAC by resourceNames).
 const maxObjectChecks = 200
 
-// visible keeps the Stacks id may get: every Stack of a namespace it may
-// read whole, and, in the others, each Stack it may get by name (at most
-// maxObjectChecks reviews; partial says some were left out unchecked).
-func (a *Access) visible(ctx context.Context, id *Identity, stacks []*v1alpha1.Stack) (out []*v1alpha1.Stack, partial bool, err error) {
+// visible keeps the objects of resource id may get: every one of a
+// namespace it may read whole, and, in the others, each it may get by name
+// (at most maxObjectChecks reviews; partial says some were left out
+// unchecked).
+func visible[T client.Object](ctx context.Context, a *Access, id *Identity, resource string, objs []T) (out []T, partial bool, err error) {
 	// Who may read every namespace's costs one review.
-	if all, err := a.Allowed(ctx, id, "get", "", ""); err != nil || all {
-		return stacks, false, err
+	if all, err := a.Allowed(ctx, id, "get", resource, "", ""); err != nil || all {
+		return objs, false, err
 	}
 	whole := map[string]bool{}
 	checks := 0
-	for _, s := range stacks {
-		ok, seen := whole[s.Namespace]
+	for _, o := range objs {
+		ns := o.GetNamespace()
+		ok, seen := whole[ns]
 		if !seen {
-			if ok, err = a.Allowed(ctx, id, "get", s.Namespace, ""); err != nil {
+			if ok, err = a.Allowed(ctx, id, "get", resource, ns, ""); err != nil {
 				return nil, false, err
 			}
-			whole[s.Namespace] = ok
+			whole[ns] = ok
 		}
 		if ok {
-			out = append(out, s)
+			out = append(out, o)
 			continue
 		}
 		if checks == maxObjectChecks {
@@ -177,13 +187,27 @@ func (a *Access) visible(ctx context.Context, id *Identity, stacks []*v1alpha1.S
 			continue
 		}
 		checks++
-		named, err := a.Allowed(ctx, id, "get", s.Namespace, s.Name)
+		named, err := a.Allowed(ctx, id, "get", resource, ns, o.GetName())
 		if err != nil {
 			return nil, false, err
 		}
 		if named {
-			out = append(out, s)
+			out = append(out, o)
 		}
 	}
 	return out, partial, nil
+}
+
+// mayGet decides whether id may get one object as visible does: all
+// namespaces, then the namespace, then the object by name; the first two
+// answers are shared by every object, so a stream of changes costs few
+// reviews.
+func (a *Access) mayGet(ctx context.Context, id *Identity, resource, namespace, name string) (bool, error) {
+	for _, scope := range [][2]string{{"", ""}, {namespace, ""}, {namespace, name}} {
+		ok, err := a.Allowed(ctx, id, "get", resource, scope[0], scope[1])
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
+	"github.com/stackpilot/stackpilot/internal/server"
 )
 
 //go:embed assets
@@ -29,31 +30,51 @@ var assets embed.FS
 
 // Server answers the dashboard's pages and API.
 type Server struct {
-	// Reader lists Stacks: the manager's cache (this shard's Stacks).
+	// Reader lists Stacks, Receivers and Alerts: the manager's cache (this
+	// shard's objects).
 	Reader client.Reader
-	Access *Access
+	// APIReader reads what an action decides on as the API server has it
+	// now; Writer patches Stacks for the actions, as the controller, once
+	// Access found the caller allowed to patch them.
+	APIReader client.Reader
+	Writer    client.Client
+	Access    *Access
+	// Hub tells the pages' event streams of changes.
+	Hub *Hub
+	// Logs and Plans serve the engine logs and the plans (nil: none kept).
+	Logs  *server.LogsHandler
+	Plans *server.PlanHandler
 
 	sessions sessions
 	codes    codes
 }
 
-// NewServer returns the dashboard over reader, deciding access with cl.
-func NewServer(reader client.Reader, cl client.Client) *Server {
-	return &Server{Reader: reader, Access: &Access{Client: cl}}
+// NewServer returns the dashboard over reader, deciding access with cl and
+// acting with it.
+func NewServer(reader, apiReader client.Reader, cl client.Client) *Server {
+	return &Server{Reader: reader, APIReader: apiReader, Writer: cl, Access: &Access{Client: cl}, Hub: &Hub{}}
 }
 
 // Handler serves:
 //
-//	GET    /                 the fleet page (and its assets under /assets/)
+//	GET    /                 the pages (and their assets under /assets/)
 //	POST   /api/signin-codes sign-in code for the bearer token in Authorization -> {"code"} (one use, one minute)
 //	POST   /api/session      sign in: {"token": "..."} or {"code": "..."} -> a session cookie and {"user", "csrf"}
 //	GET    /api/session      who is signed in: {"user", "csrf"}
 //	DELETE /api/session      sign out
 //	GET    /api/fleet        the fleet: ?namespace=&selector=&state=&name=&sort=&page=&pageSize=
-//	GET    /api/stacks/{namespace}/{name}  one Stack (StackView)
+//	GET    /api/stacks/{namespace}/{name}          one Stack (StackView)
+//	GET    /api/stacks/{namespace}/{name}/logs     an operation's engine log (text; ?operation=&follow=1)
+//	GET    /api/stacks/{namespace}/{name}/plan[/{id}]  a plan's document (the pending plan without id)
+//	POST   /api/stacks/{namespace}/{name}/{action} approve ({"plan": id}), reconcile, suspend, resume, check-drift
+//	GET    /api/graph        dependsOn and stackOutputs edges (?namespace=)
+//	GET    /api/blast-radius the changes waiting to land and the Stacks each touches (?namespace=)
+//	GET    /api/receivers    the Receivers (?namespace=)
+//	GET    /api/alerts       the Alerts (?namespace=)
+//	GET    /api/events       server-sent events: a change of an object the caller may get
 //
-// Every API answer is JSON; an error is {"error": "..."} with 400, 401,
-// 403, 404 or 405.
+// Every API answer but the log and the events is JSON; an error is
+// {"error": "..."} with 400, 401, 403, 404, 405 or 409.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
@@ -70,6 +91,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /api/session", s.withIdentity(s.signOut))
 	mux.HandleFunc("GET /api/fleet", s.withIdentity(s.fleet))
 	mux.HandleFunc("GET /api/stacks/{namespace}/{name}", s.withIdentity(s.stack))
+	mux.HandleFunc("GET /api/stacks/{namespace}/{name}/logs", s.withIdentity(s.logs))
+	mux.HandleFunc("GET /api/stacks/{namespace}/{name}/plan", s.withIdentity(s.plan))
+	mux.HandleFunc("GET /api/stacks/{namespace}/{name}/plan/{id}", s.withIdentity(s.plan))
+	mux.HandleFunc("POST /api/stacks/{namespace}/{name}/{action}", s.withIdentity(s.act))
+	mux.HandleFunc("GET /api/graph", s.withIdentity(s.graph))
+	mux.HandleFunc("GET /api/blast-radius", s.withIdentity(s.blast))
+	mux.HandleFunc("GET /api/receivers", s.withIdentity(s.receivers))
+	mux.HandleFunc("GET /api/alerts", s.withIdentity(s.alerts))
+	mux.HandleFunc("GET /api/events", s.withIdentity(s.events))
 	return secureHeaders(mux)
 }
 
@@ -227,7 +257,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request, c caller) {
 	for i := range list.Items {
 		all[i] = &list.Items[i]
 	}
-	seen, partial, err := s.Access.visible(ctx, c.id, all)
+	seen, partial, err := visible(ctx, s.Access, c.id, resourceStacks, all)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return

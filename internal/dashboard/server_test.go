@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,8 @@ func stackIn(ns, name string, conds ...string) *v1alpha1.Stack {
 
 // fakeCluster answers TokenReviews (token "alice-token" is alice, "admin-
 // token" admin) and SubjectAccessReviews (alice may get the Stacks of
-// team-a whole, and team-b's "shared" by name; admin everything), counting
+// team-a whole, and team-b's "shared" by name, and patch team-a's; admin
+// may get everything), counting
 // the reviews.
 func fakeCluster(t *testing.T, objs ...client.Object) (client.Client, *int) {
 	scheme := runtime.NewScheme()
@@ -57,8 +59,9 @@ func fakeCluster(t *testing.T, objs ...client.Object) (client.Client, *int) {
 			case *authzv1.SubjectAccessReview:
 				reviews++
 				a := o.Spec.ResourceAttributes
-				o.Status.Allowed = a.Verb == "get" && (o.Spec.User == "admin" ||
-					(o.Spec.User == "alice" && (a.Namespace == "team-a" || (a.Namespace == "team-b" && a.Name == "shared"))))
+				o.Status.Allowed = (a.Verb == "get" && (o.Spec.User == "admin" ||
+					(o.Spec.User == "alice" && (a.Namespace == "team-a" || (a.Namespace == "team-b" && a.Name == "shared"))))) ||
+					(a.Verb == "patch" && o.Spec.User == "alice" && a.Namespace == "team-a")
 				return nil
 			}
 			return c.Create(ctx, obj, opts...)
@@ -105,7 +108,7 @@ func TestFleetSeesWhatTheCallerMayGet(t *testing.T) {
 		stackIn("team-a", "net", "Ready=True"), stackIn("team-a", "db", "Ready=False"),
 		stackIn("team-b", "shared", "Ready=True"), stackIn("team-b", "secret-plans", "Ready=True"),
 		stackIn("team-c", "other", "Ready=True"))
-	h := NewServer(cl, cl).Handler()
+	h := NewServer(cl, cl, cl).Handler()
 	alice := fleetOf(t, do(t, h, "GET", "/api/fleet", "", "Authorization", "Bearer alice-token"))
 	if got := fmt.Sprint(names(alice)); got != "[team-a/db team-a/net team-b/shared]" {
 		t.Fatalf("alice sees %s", got)
@@ -135,7 +138,7 @@ func TestFleetSeesWhatTheCallerMayGet(t *testing.T) {
 // token, or from another origin, is refused.
 func TestSessionAndCSRF(t *testing.T) {
 	cl, _ := fakeCluster(t, stackIn("team-a", "net", "Ready=True"))
-	h := NewServer(cl, cl).Handler()
+	h := NewServer(cl, cl, cl).Handler()
 	if rec := do(t, h, "POST", "/api/session", `{"token":"alice-token"}`); rec.Code != 415 {
 		t.Fatalf("a sign-in that is no JSON: %d", rec.Code)
 	}
@@ -177,15 +180,23 @@ func TestSessionAndCSRF(t *testing.T) {
 // under a policy that lets nothing in from elsewhere.
 func TestPageAndHeaders(t *testing.T) {
 	cl, _ := fakeCluster(t)
-	h := NewServer(cl, cl).Handler()
+	h := NewServer(cl, cl, cl).Handler()
 	rec := do(t, h, "GET", "/", "")
-	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `<script src="/assets/app.js"`) {
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `<script src="/assets/core.js"`) {
 		t.Fatalf("/: %d %s", rec.Code, rec.Body)
+	}
+	// Every script and style the page names is served.
+	var named []string
+	for _, m := range regexp.MustCompile(`(?:src|href)="(/assets/[^"]+)"`).FindAllStringSubmatch(rec.Body.String(), -1) {
+		named = append(named, m[1])
+	}
+	if len(named) < 6 {
+		t.Fatalf("the page names %v", named)
 	}
 	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Fatalf("CSP %q", csp)
 	}
-	for _, a := range []string{"/assets/app.js", "/assets/style.css"} {
+	for _, a := range named {
 		if rec := do(t, h, "GET", a, ""); rec.Code != 200 || rec.Body.Len() < 100 {
 			t.Fatalf("%s: %d", a, rec.Code)
 		}
@@ -203,7 +214,7 @@ func TestReviewsAreRemembered(t *testing.T) {
 		objs = append(objs, stackIn("team-a", fmt.Sprintf("s%02d", i), "Ready=True"))
 	}
 	cl, reviews := fakeCluster(t, objs...)
-	h := NewServer(cl, cl).Handler()
+	h := NewServer(cl, cl, cl).Handler()
 	fleetOf(t, do(t, h, "GET", "/api/fleet", "", "Authorization", "Bearer alice-token"))
 	first := *reviews
 	if first > 3 {
@@ -219,7 +230,7 @@ func TestReviewsAreRemembered(t *testing.T) {
 // session, once; a session cannot make codes.
 func TestSignInCodes(t *testing.T) {
 	cl, _ := fakeCluster(t, stackIn("team-a", "net", "Ready=True"))
-	h := NewServer(cl, cl).Handler()
+	h := NewServer(cl, cl, cl).Handler()
 	rec := do(t, h, "POST", "/api/signin-codes", "", "Authorization", "Bearer alice-token")
 	var got struct{ Code string }
 	_ = json.Unmarshal(rec.Body.Bytes(), &got)
@@ -268,7 +279,7 @@ func TestStackView(t *testing.T) {
 	s.Status.History = []v1alpha1.OperationRecord{{ID: "up-1", Type: v1alpha1.OperationUp, StartedAt: started, FinishedAt: &finished, Outcome: v1alpha1.OutcomeSucceeded}}
 	other := stackIn("team-c", "other", "Ready=True")
 	cl, _ := fakeCluster(t, s, other)
-	h := NewServer(cl, cl).Handler()
+	h := NewServer(cl, cl, cl).Handler()
 	rec := do(t, h, "GET", "/api/stacks/team-a/net", "", "Authorization", "Bearer alice-token")
 	if rec.Code != 200 {
 		t.Fatalf("%d %s", rec.Code, rec.Body)

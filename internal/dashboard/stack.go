@@ -40,6 +40,12 @@ type StackView struct {
 	Pending    *v1alpha1.PendingPlan `json:"pendingPlan,omitempty"`
 	Drift      *v1alpha1.DriftStatus `json:"drift,omitempty"`
 	Suspended  bool                  `json:"suspended,omitempty"`
+	// ApprovalMode and DriftMode are the spec's, defaults applied;
+	// DriftIgnore are the rules that keep drift off the report.
+	ApprovalMode v1alpha1.ApprovalMode         `json:"approvalMode"`
+	DriftMode    v1alpha1.DriftMode            `json:"driftMode"`
+	DriftIgnore  []v1alpha1.DriftIgnoreRule    `json:"driftIgnore,omitempty"`
+	Previews     []v1alpha1.PullRequestPreview `json:"previews,omitempty"`
 }
 
 // OperationView is one operation with its duration.
@@ -51,20 +57,10 @@ type OperationView struct {
 func viewOf(s *v1alpha1.Stack, now time.Time) StackView {
 	v := StackView{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, States: statesOf(s),
 		Dir: s.Spec.Source.Dir, Conditions: s.Status.Conditions, Outputs: s.Status.Outputs,
-		Pending: s.Status.PendingPlan, Drift: s.Status.Drift, Suspended: s.Spec.Suspend}
+		Pending: s.Status.PendingPlan, Drift: s.Status.Drift, Suspended: s.Spec.Suspend,
+		ApprovalMode: s.GetApprovalMode(), DriftMode: s.GetDriftMode(), DriftIgnore: s.GetDriftIgnore(),
+		Previews: s.Status.Previews, Source: sourceOf(s)}
 	src := s.Spec.Source
-	switch {
-	case src.Git != nil:
-		v.Source = redactURL(src.Git.URL)
-	case src.OCI != nil:
-		v.Source = redactURL(src.OCI.URL)
-	case src.SourceRef != nil:
-		ns := src.SourceRef.Namespace
-		if ns == "" {
-			ns = s.Namespace
-		}
-		v.Source = fmt.Sprintf("%s %s/%s", src.SourceRef.Kind, ns, src.SourceRef.Name)
-	}
 	v.Revision = s.Status.LastAttemptedRevision
 	if v.Revision == "" {
 		v.Revision = s.Status.LastAppliedRevision
@@ -150,26 +146,39 @@ func redactURL(raw string) string {
 // stack answers GET /api/stacks/{namespace}/{name}: 403 for a caller who
 // may not get it (before anything of it is read), 404 when there is none.
 func (s *Server) stack(w http.ResponseWriter, r *http.Request, c caller) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	ctx, cancel := context.WithTimeout(r.Context(), fleetTimeout)
 	defer cancel()
-	ok, err := s.Access.Allowed(ctx, c.id, "get", ns, name)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+	st := s.readableStack(ctx, w, r, c, "get")
+	if st == nil {
 		return
 	}
+	writeJSON(w, viewOf(st, time.Now()))
+}
+
+// readableStack is the Stack of the request's path as this replica's cache
+// holds it, once the caller was found allowed to verb it (get to see it,
+// patch to change it). Otherwise it answers 403, 404 or 500 itself and
+// returns nil: a refused caller learns nothing of the Stack, not even
+// whether it exists.
+func (s *Server) readableStack(ctx context.Context, w http.ResponseWriter, r *http.Request, c caller, verb string) *v1alpha1.Stack {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	ok, err := s.Access.Allowed(ctx, c.id, verb, resourceStacks, ns, name)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return nil
+	}
 	if !ok {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may not get stacks.%s %q in namespace %q", c.id.User, v1alpha1.GroupVersion.Group, name, ns))
-		return
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may not %s stacks.%s %q in namespace %q", c.id.User, verb, v1alpha1.GroupVersion.Group, name, ns))
+		return nil
 	}
 	var st v1alpha1.Stack
 	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &st); err != nil {
 		if apierrors.IsNotFound(err) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no Stack %s/%s (or it is another shard's)", ns, name))
-			return
+			return nil
 		}
 		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+		return nil
 	}
-	writeJSON(w, viewOf(&st, time.Now()))
+	return &st
 }

@@ -48,13 +48,20 @@ func (h *LogsHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wire.WriteError(w, http.StatusServiceUnavailable, "the controller is starting")
 		return
 	}
-	ctx := req.Context()
 	key := client.ObjectKey{Namespace: parts[0], Name: parts[1]}
-	stack, code, msg := readableStack(ctx, h.Reader, h.Client, req, key, "reading its logs")
+	stack, code, msg := readableStack(req.Context(), h.Reader, h.Client, req, key, "reading its logs")
 	if stack == nil {
 		wire.WriteError(w, code, msg)
 		return
 	}
+	h.ServeStack(w, req, stack)
+}
+
+// ServeStack answers with a log of stack, which the caller was found
+// allowed to read: the dashboard's pages call it after their own checks.
+func (h *LogsHandler) ServeStack(w http.ResponseWriter, req *http.Request, stack *v1alpha1.Stack) {
+	ctx := req.Context()
+	key := client.ObjectKeyFromObject(stack)
 	uid := string(stack.UID)
 	id := req.URL.Query().Get(wire.OperationParam)
 	switch {

@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/internal/plan"
 	"github.com/stackpilot/stackpilot/internal/wire"
 )
@@ -60,14 +61,23 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	var id string
-	switch {
-	case len(parts) == 3:
+	if len(parts) == 3 {
 		id = parts[2]
-	case stack.Status.PendingPlan != nil:
+	}
+	h.ServePlan(w, req, stack, id)
+}
+
+// ServePlan answers with plan id of stack (its pending plan when id is
+// ""), which the caller was found allowed to read: the dashboard's pages
+// call it after their own checks.
+func (h *PlanHandler) ServePlan(w http.ResponseWriter, req *http.Request, stack *v1alpha1.Stack, id string) {
+	key := client.ObjectKeyFromObject(stack)
+	if id == "" {
+		if stack.Status.PendingPlan == nil {
+			wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no pending plan", key))
+			return
+		}
 		id = stack.Status.PendingPlan.ID
-	default:
-		wire.WriteError(w, http.StatusNotFound, fmt.Sprintf("Stack %s has no pending plan", key))
-		return
 	}
 	var body any
 	var ns, name string
