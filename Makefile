@@ -198,13 +198,14 @@ BENCH_JOBS_FLAGS ?=
 BENCH_SCALE_FLAGS ?=
 
 .PHONY: bench
-bench: tools ## Run the benchmarks in dev/bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, 100 policy rules over a 500-resource up, a fleet of 1,000 Stacks, a 50-Stack monorepo, the Job executor on the one-node cluster, then 10,000 Stacks on one controller and on 4 shards (about 7 hours on 2 cores, the 10,000 Stacks 6 of them: BENCH_SCALE_FLAGS=-n=1000 for a quick look; builds the pinned tools first when missing; jobs needs root and the cluster's requirements, else says SKIPPED).
+bench: tools ## Run the benchmarks in dev/bench/ and print their results: overhead vs bare pulumi, pulumi processes per operation, 100 policy rules over a 500-resource up, a fleet of 1,000 Stacks, a 50-Stack monorepo, the Job executor on the one-node cluster, the dashboard's fleet API over 10,000 Stacks, then 10,000 Stacks on one controller and on 4 shards (about 7 hours on 2 cores, the 10,000 Stacks 6 of them: BENCH_SCALE_FLAGS=-n=1000 for a quick look; builds the pinned tools first when missing; jobs needs root and the cluster's requirements, else says SKIPPED).
 	go -C dev run ./bench/overhead $(BENCH_OVERHEAD_FLAGS)
 	go -C dev run ./bench/processes $(BENCH_PROCESSES_FLAGS)
 	go -C dev run ./bench/policy $(BENCH_POLICY_FLAGS)
 	go -C dev run ./bench/fleet $(BENCH_FLEET_FLAGS)
 	go -C dev run ./bench/monorepo $(BENCH_MONOREPO_FLAGS)
 	go -C dev run ./bench/jobs $(BENCH_JOBS_FLAGS)
+	go -C dev run ./bench/dashboard $(BENCH_DASHBOARD_FLAGS)
 	go -C dev run ./bench/scale $(BENCH_SCALE_FLAGS)
 	go -C dev run ./bench/scale -shards 4 $(BENCH_SCALE_FLAGS)
 
