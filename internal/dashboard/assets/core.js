@@ -27,7 +27,10 @@ async function api(method, path, body) {
   if (!res.ok) {
     const err = new Error(data.error || res.statusText);
     err.status = res.status;
-    if (res.status === 401) showSignIn(err.message);
+    // A 401 anywhere but signing in means the session ended: back to the
+    // sign-in form, saying so. (Asking who we are before signing in is
+    // expected to be a 401: no message for that.)
+    if (res.status === 401 && path !== "/api/session") showSignIn(err.message);
     throw err;
   }
   return data;

@@ -55,7 +55,7 @@ function drawGraph(box, g) {
   const defs = svg("defs");
   for (const kind of ["edge", "cycle"]) {
     const m = svg("marker", { id: "arrow-" + kind, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 8, markerHeight: 8, orient: "auto-start-reverse" });
-    m.append(svg("path", { d: "M0,0 L10,5 L0,10 z", class: "arrowhead " + kind }));
+    m.append(svg("path", { d: "M0,0 L10,5 L0,10 z", class: "arrowhead arrowhead-" + kind }));
     defs.append(m);
   }
   canvas.append(defs);
