@@ -123,7 +123,7 @@ func TestDashboardApprovesThePlanShown(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return events
-	}, time.Minute, 200*time.Millisecond).Should(ContainElement(`{"kind":"Stack","namespace":"`+f.ns+`","name":"manual"}`))
+	}, time.Minute, 200*time.Millisecond).Should(ContainElement(`{"kind":"Stack","namespace":"` + f.ns + `","name":"manual"}`))
 
 	code, graph, _ := dashboardDo(t, f.ctrl, "GET", "/api/graph?namespace="+f.ns, nil, "Cookie", readerCookie)
 	g.Expect(code).To(Equal(200), "%v", graph)
