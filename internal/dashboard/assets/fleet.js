@@ -75,13 +75,21 @@ SP.pages.fleet = {
       tr.dataset.name = r.name;
       const name = make("td", "name");
       name.append(link(stackHref(r.namespace, r.name), r.name));
-      tr.append(make("td", null, r.namespace), name, make("td", null), make("td", "revision", r.revision),
+      const rev = make("td", "revision", shortRevision(r.revision));
+      rev.title = r.revision || "";
+      tr.append(make("td", "namespace", r.namespace), name, make("td", null), rev,
         make("td", null, r.operation), make("td", null, since(r.updated)), make("td", "message", r.message));
       tr.children[2].append(stateBadges(r.states));
       body.append(tr);
     }
   },
 };
+
+// shortRevision cuts a revision's digest to 12 characters, as Git hosts
+// show commits: main@sha1:0123456789ab (the whole one is the cell's title).
+function shortRevision(rev) {
+  return (rev || "").replace(/(sha1|sha256):([0-9a-f]{12})[0-9a-f]+/, "$1:$2");
+}
 
 document.addEventListener("DOMContentLoaded", () => {
   const page = SP.pages.fleet;
