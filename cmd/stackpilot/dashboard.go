@@ -144,7 +144,7 @@ func (c *cli) dashboardUpstream(ctx context.Context, o controllerOptions) (*dash
 	if direct != nil && direct.Scheme != "https" {
 		return nil, usageErrorf("--controller-url %q: the dashboard is served over HTTPS only: want https://host:port", o.url)
 	}
-	if o.service == "" {
+	if direct == nil && o.service == "" {
 		return nil, usageErrorf("--controller-service must not be empty")
 	}
 	if direct != nil && o.token != "" {

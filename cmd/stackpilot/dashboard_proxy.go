@@ -19,10 +19,12 @@ import (
 //     origin, "https://" + the Host it was sent to. The page's origin here
 //     is http://localhost:PORT, so a request from it gets the upstream's
 //     origin instead; a change from any other origin is refused here.
-//   - Cookies: the controller's session cookie is Secure, which Safari and
-//     non-browser clients (Go's cookie jar, for one) do not send to
-//     http://localhost, so Secure is removed on the way back: the hop it
-//     travels in clear is this machine's loopback only. Cookies are not
+//   - Cookies: the controller's session cookie is Secure. Chrome, Firefox
+//     and Go's cookie jar keep a Secure cookie from http://localhost, but
+//     Safari drops it (WebKit bug 281149), so Secure is removed on the way
+//     back: the hop it travels in clear is this machine's loopback only,
+//     which is what the browsers' exception for localhost rests on too.
+//     Cookies are not
 //     scoped by port, so each is renamed with this proxy's port, and only
 //     those go upstream: two `stackpilot dashboard` of two clusters do not
 //     overwrite each other's session, nor see it.
