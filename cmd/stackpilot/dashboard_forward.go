@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -166,7 +167,8 @@ func containerPort(p *corev1.Pod, name string) int32 {
 // apiMessage is the API server's message of err, without client-go's
 // prefixes.
 func apiMessage(err error) string {
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Message != "" {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) && s.Status().Message != "" {
 		return s.Status().Message
 	}
 	return err.Error()

@@ -87,13 +87,15 @@ func testDashboardCLI(t *testing.T, c *testenv.Cluster, cli string, stack client
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("stackpilot dashboard printed no link in 3 minutes; stderr:\n%s", stderr.String())
 	}
-	t.Logf("stackpilot dashboard: %s\n%s", link, stderr.String())
 	page := fmt.Sprintf("http://localhost:%d/", port)
 	g.Expect(link).To(HavePrefix(page+"#code="), stderr.String())
+	// stderr is copied on its own: its lines may come after the link.
+	g.Eventually(stderr.String, time.Minute).Should(ContainSubstring("Ctrl-C stops it."))
+	t.Logf("stackpilot dashboard: %s\n%s", link, stderr.String())
+	g.Expect(stderr.String()).To(ContainSubstring("signed in as "))
 	cfg, err := c.RESTConfig()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(link+stderr.String()).NotTo(ContainSubstring(cfg.BearerToken), "the token is printed")
-	g.Expect(stderr.String()).To(ContainSubstring("signed in as "))
 
 	// The page reads the code from the fragment and signs in with it.
 	jar, err := cookiejar.New(nil)
