@@ -33,6 +33,7 @@ require (
 	k8s.io/apiextensions-apiserver v0.37.0
 	k8s.io/apimachinery v0.37.0
 	k8s.io/client-go v0.37.0
+	k8s.io/streaming v0.37.0
 	sigs.k8s.io/controller-runtime v0.25.0
 )
 
@@ -147,7 +148,6 @@ require (
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect
 	google.golang.org/api v0.284.0 // indirect
 	google.golang.org/genproto v0.0.0-20260406210006-6f92a3bedf2d // indirect
-	k8s.io/streaming v0.37.0 // indirect
 )
 
 require (

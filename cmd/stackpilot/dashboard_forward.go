@@ -17,9 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stackpilot/stackpilot/internal/wire"
@@ -204,9 +204,24 @@ func (f *podForwarder) connect() (httpstream.Connection, int32, int, error) {
 
 // dial opens the SPDY connection of the Pod's portforward subresource.
 // The upgrade is sent here rather than by client-go's spdy.Negotiate, which
-// hides the status code: a 403 must say which right to ask for.
+// hides the status code: a 403 must say which right to ask for. The round
+// tripper is client-go's spdy.RoundTripperFor's, without the deprecated
+// k8s.io/apimachinery/pkg/util/httpstream types it returns.
 func (f *podForwarder) dial(pod string) (httpstream.Connection, error) {
-	rt, upgrader, err := spdy.RoundTripperFor(f.cfg)
+	tlsConfig, err := rest.TLSConfigFor(f.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	proxy := http.ProxyFromEnvironment
+	if f.cfg.Proxy != nil {
+		proxy = f.cfg.Proxy
+	}
+	upgrader, err := spdy.NewRoundTripperWithConfig(spdy.RoundTripperConfig{TLS: tlsConfig, Proxier: proxy, PingPeriod: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	// The kubeconfig's credentials (token, exec plugin, impersonation).
+	rt, err := rest.HTTPWrappersForConfig(f.cfg, upgrader)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
