@@ -102,6 +102,7 @@ Commands that talk to Kubernetes read the kubeconfig like kubectl does
 		c.newConvertCmd(),
 		c.newPolicyCmd(),
 		c.newLogsCmd(),
+		c.newDashboardCmd(),
 		c.newReconcileCmd(),
 		c.newSuspendCmd(),
 		c.newResumeCmd(),

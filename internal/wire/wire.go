@@ -10,6 +10,10 @@ const (
 	// the logs and the plans (config/manager/service.yaml): the API
 	// server's service proxy is addressed by it.
 	PortName = "logs"
+	// DashboardPortName is the name of the controller's container and
+	// Service port serving the web dashboard (--dashboard-bind-address,
+	// :9445 in config/manager): `stackpilot dashboard` port-forwards to it.
+	DashboardPortName = "dashboard"
 
 	// LogsPath serves a Stack's engine logs, as text:
 	//	GET /logs/<namespace>/<name>[?operation=<id>][&follow=1]

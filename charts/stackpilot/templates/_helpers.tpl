@@ -32,6 +32,9 @@ were registered.
 - --data-dir=/data
 - --metrics-bind-address=:8080
 - --health-probe-bind-address=:8081
+{{- if .Values.dashboard.enabled }}
+- --dashboard-bind-address=:{{ .Values.dashboard.port }}
+{{- end }}
 {{- if .Values.leaderElection }}
 - --leader-elect
 {{- end }}

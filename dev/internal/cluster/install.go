@@ -49,8 +49,10 @@ type Installation struct {
 	// Dir holds the generated kustomization (kubectl apply/delete -k Dir).
 	Dir        string
 	Deployment string
-	// MetricsPort and HealthPort are the controller's endpoints on 127.0.0.1.
-	MetricsPort, HealthPort int
+	// MetricsPort, HealthPort and DashboardPort are the controller's
+	// endpoints on 127.0.0.1 (the dashboard's is the container port named
+	// dashboard, which `stackpilot dashboard` port-forwards to).
+	MetricsPort, HealthPort, DashboardPort int
 	// DataDir is the host directory behind the controller's data volume.
 	DataDir string
 }
@@ -77,6 +79,9 @@ func (c *Cluster) Install(ctx context.Context, opts InstallOptions) (*Installati
 		return nil, err
 	}
 	if inst.HealthPort, err = daemon.FreePort(); err != nil {
+		return nil, err
+	}
+	if inst.DashboardPort, err = daemon.FreePort(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(inst.DataDir, 0o755); err != nil {
@@ -139,6 +144,7 @@ patches:
           - --data-dir=/data
           - --metrics-bind-address=127.0.0.1:%[8]d
           - --health-probe-bind-address=127.0.0.1:%[9]d
+          - --dashboard-bind-address=127.0.0.1:%[11]d
           - --leader-elect
       - op: replace
         path: /spec/template/spec/containers/0/ports
@@ -146,6 +152,7 @@ patches:
           - {name: metrics, containerPort: %[8]d, protocol: TCP}
           - {name: health, containerPort: %[9]d, protocol: TCP}
           - {name: logs, containerPort: 9443, protocol: TCP}
+          - {name: dashboard, containerPort: %[11]d, protocol: TCP}
   - target: {kind: Deployment, name: %[6]s}
     patch: |-
       apiVersion: apps/v1
@@ -159,7 +166,7 @@ patches:
                 env:
                   - {name: KUBERNETES_SERVICE_PORT, value: "%[10]d"}
 `, c.Dir, base, ImageName, name, tagOrDigest, DeploymentName, SystemNamespace,
-		inst.MetricsPort, inst.HealthPort, c.APIServerPort)
+		inst.MetricsPort, inst.HealthPort, c.APIServerPort, inst.DashboardPort)
 	if err := os.WriteFile(filepath.Join(inst.Dir, "pv.yaml"), []byte(DataVolume(inst.DataDir)), 0o644); err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func TestAllValues(t *testing.T) {
 	// Three Deployments (main, shard1, shard2), a Service pair each; the
 	// RoleBindings: the digest key's, leader election's, one per watched
 	// namespace.
-	for kind, n := range map[string]int{"Deployment": 3, "Service": 6, "RoleBinding": 4, "Ingress": 1,
+	for kind, n := range map[string]int{"Deployment": 3, "Service": 6, "RoleBinding": 4, "Ingress": 2,
 		"ServiceMonitor": 1, "PrometheusRule": 1, "ClusterRoleBinding": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s, want %d", kinds[kind], kind, n)
@@ -48,7 +48,8 @@ func TestAllValues(t *testing.T) {
 	args := strings.Join(managerArgs(t, objs, "stackpilot-controller"), " ")
 	for _, want := range []string{"--runner-image=pulumi/pulumi-nodejs:3.276.0", "--max-concurrent-jobs=10",
 		"--concurrent-operations=4", "--default-backend=s3://pulumi-state/{namespace}", "--watch-namespace=team-a,team-b",
-		"--default-service-account=deployer", "--allow-cross-namespace-refs", "--logs-cert-dir=/etc/stackpilot/logs-tls"} {
+		"--default-service-account=deployer", "--allow-cross-namespace-refs", "--logs-cert-dir=/etc/stackpilot/logs-tls",
+		"--dashboard-bind-address=:8445"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("the manager's args lack %s: %s", want, args)
 		}

@@ -202,6 +202,10 @@ func writePostRenderer(t *testing.T, c *testenv.Cluster) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dashboard, err := daemon.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	config := filepath.Join(c.Root, "config", "cluster")
 	// The JSON patch tests the args it replaces: the chart's order is
 	// config/default's.
@@ -216,16 +220,19 @@ patches:
       - {op: replace, path: /spec/template/spec/containers/0/args/1, value: "--metrics-bind-address=127.0.0.1:%[3]d"}
       - {op: test, path: /spec/template/spec/containers/0/args/2, value: "--health-probe-bind-address=:8081"}
       - {op: replace, path: /spec/template/spec/containers/0/args/2, value: "--health-probe-bind-address=127.0.0.1:%[4]d"}
+      - {op: test, path: /spec/template/spec/containers/0/args/3, value: "--dashboard-bind-address=:9445"}
+      - {op: replace, path: /spec/template/spec/containers/0/args/3, value: "--dashboard-bind-address=127.0.0.1:%[6]d"}
       - op: replace
         path: /spec/template/spec/containers/0/ports
         value:
           - {name: metrics, containerPort: %[3]d, protocol: TCP}
           - {name: health, containerPort: %[4]d, protocol: TCP}
           - {name: logs, containerPort: 9443, protocol: TCP}
+          - {name: dashboard, containerPort: %[6]d, protocol: TCP}
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: "%[5]d"}
-`, config, cluster.DeploymentName, metrics, health, c.APIServerPort)
+`, config, cluster.DeploymentName, metrics, health, c.APIServerPort, dashboard)
 	for name, data := range map[string]string{"kustomization.yaml": kustomization, "pv.yaml": cluster.DataVolume(dataDir)} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)

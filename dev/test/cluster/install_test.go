@@ -2,7 +2,8 @@
 // one-node cluster on this machine (dev/internal/cluster): the controller image is
 // built without Docker and pulled by containerd from a loopback registry, the
 // manifests are config/cluster (config/default plus host networking), and the
-// controller reconciles a Stack from a Git server on loopback, survives the
+// controller reconciles a Stack from a Git server on loopback, serves its
+// dashboard through `stackpilot dashboard` (a port-forward), survives the
 // deletion of its Pod in the middle of an operation, and uninstalls cleanly.
 //
 // It needs root, containerd, runc and the CNI plugins (Debian packages, which
@@ -99,6 +100,7 @@ func TestInstall(t *testing.T) {
 	start := time.Now()
 	c := testenv.StartCluster(t, scheme)
 	step("cluster-up", start)
+	cli := buildCLI(t, c.Root)
 	g := NewWithT(t)
 	ctx := context.Background()
 	k := c.Client
@@ -164,6 +166,11 @@ func TestInstall(t *testing.T) {
 	var cm corev1.ConfigMap
 	g.Expect(k.Get(ctx, client.ObjectKey{Namespace: "infra", Name: "app-settings"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("color", "blue"))
+
+	// `stackpilot dashboard` through a port-forward to the controller's Pod.
+	start = time.Now()
+	testDashboardCLI(t, c, cli(), client.ObjectKeyFromObject(stack))
+	step("dashboard-cli", start)
 
 	// A new revision whose `pulumi up` takes a while; delete the controller's
 	// Pod while it runs. The Deployment's next Pod picks the operation up.
