@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -37,6 +39,51 @@ func signInBrowser(t *testing.T, p *browser.Page, ctrl *controllerProcess, token
 		t.Fatalf("a sign-in code: %d %v", code, out)
 	}
 	p.Open("https://" + ctrl.DashboardAddr + "/#code=" + out["code"].(string))
+	p.WaitFor("signed in", `!document.getElementById("nav").hidden && document.getElementById("user").textContent != ""`, time.Minute)
+}
+
+// signInThroughCLI opens the dashboard in p as a user does: `stackpilot
+// dashboard` serves it on a loopback port (here straight to the
+// controller's listener, --controller-url: the e2e controller runs as a
+// process, not in a Pod to port-forward to) and prints a link that signs
+// the browser in as token's holder. The page is then served through the
+// CLI's proxy, over plain HTTP on localhost, until the test ends.
+func signInThroughCLI(t *testing.T, p *browser.Page, ctrl *controllerProcess, token string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, cliBinary(t), "dashboard", "--controller-url", "https://"+ctrl.DashboardAddr,
+		"--insecure-skip-tls-verify", "--token", token)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	links := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "#code=") {
+				links <- strings.TrimSpace(sc.Text())
+			}
+		}
+	}()
+	var link string
+	select {
+	case link = <-links:
+	case <-time.After(3 * time.Minute):
+		cancel()
+		_ = cmd.Wait()
+		t.Fatalf("stackpilot dashboard printed no link in 3 minutes; stderr:\n%s", stderr.String())
+	}
+	if !strings.HasPrefix(link, "http://localhost:") || strings.Contains(link, token) {
+		t.Fatalf("stackpilot dashboard printed %q: want http://localhost:PORT/#code=..., never the token", link)
+	}
+	p.Open(link)
 	p.WaitFor("signed in", `!document.getElementById("nav").hidden && document.getElementById("user").textContent != ""`, time.Minute)
 }
 
@@ -90,8 +137,8 @@ func kubectlCounts(t *testing.T, ns string) map[string]int {
 // TestDashboardInBrowser drives the dashboard in a real headless Chromium
 // against the controller and real Stacks:
 //   - the fleet's counts are what `kubectl get stacks` says;
-//   - approving in the plan page applies exactly the plan the page showed,
-//     as dashboard:<user>;
+//   - approving in the plan page, opened with `stackpilot dashboard`,
+//     applies exactly the plan the page showed, as dashboard:<user>;
 //   - the Stack's page follows that up while it runs (its engine log
 //     streamed) to its end, without a reload;
 //   - a user who may read one namespace sees only its Stacks, and is
@@ -179,8 +226,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// The approver: the fleet, as kubectl counts it.
+	// The approver goes through `stackpilot dashboard`'s proxy: its
+	// changes (check now, approve) cross it to the controller.
 	a := b.User(t, "approver")
-	signInBrowser(t, a, f.ctrl, approverToken)
+	signInThroughCLI(t, a, f.ctrl, approverToken)
 	a.WaitFor("the fleet", `/\d+ Stacks/.test(document.getElementById("pageinfo").textContent)`, time.Minute)
 	g.Eventually(func(g Gomega) {
 		want := kubectlCounts(t, f.ns)
@@ -226,6 +275,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	a.WaitFor("the drift page", `document.getElementById("d-title").textContent.includes("secretive")`, time.Minute)
 	a.Must("check now", chromedp.Click(chromedp.ID("d-check")))
 	a.WaitFor("drift check requested", `document.getElementById("d-result").textContent != ""`, time.Minute)
+	g.Expect(a.Text("#d-result")).NotTo(Or(ContainSubstring("refused"), ContainSubstring("may not")), "the page's answer")
 	g.Eventually(func(g Gomega) {
 		s := getStack(g, client.ObjectKeyFromObject(secretive))
 		g.Expect(s.Annotations[v1alpha1.ReconcileRequestAnnotation]).To(HavePrefix(v1alpha1.DriftCheckRequestPrefix))
