@@ -23,6 +23,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackpilot/stackpilot/internal/testenv"
 )
 
 // upstreamOrigin answers as the dashboard checks a session's change: an
@@ -163,24 +165,6 @@ func TestDashboardProxyStreams(t *testing.T) {
 	g.Expect(string(rest)).To(ContainSubstring("event: resync"))
 }
 
-// syncBuffer is a bytes buffer the command writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fakeDashboard answers the sign-in code for token, a session for that
 // code (a Secure cookie, as the controller sets it), and the fleet for that
 // session only.
@@ -239,7 +223,7 @@ func TestDashboardSignIn(t *testing.T) {
 	upstream := fakeDashboard(t, token)
 	defer upstream.Close()
 
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
 	o := &dashboardOptions{controller: controllerOptions{url: upstream.URL, token: token, caFile: caFile(t, upstream)}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -303,7 +287,7 @@ func TestDashboardTokenRefused(t *testing.T) {
 	g := NewWithT(t)
 	upstream := fakeDashboard(t, "the-right-one")
 	defer upstream.Close()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
 	o := &dashboardOptions{controller: controllerOptions{url: upstream.URL, token: "wrong", caFile: caFile(t, upstream)}}
 	err := c.dashboard(context.Background(), o)

@@ -22,6 +22,8 @@ type (
 	Registry = base.Registry
 	// RegistryOption configures NewRegistry.
 	RegistryOption = base.RegistryOption
+	// SyncBuffer collects a command's output while a test reads it.
+	SyncBuffer = base.SyncBuffer
 )
 
 var (

@@ -70,7 +70,7 @@ func testDashboardCLI(t *testing.T, c *testenv.Cluster, cli string, stack client
 	cmd := exec.CommandContext(ctx, cli, "--kubeconfig", c.Kubeconfig, "dashboard", "--port", strconv.Itoa(port))
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // Ctrl-C
 	cmd.WaitDelay = 30 * time.Second
-	var stderr lockedBuffer // written by exec's copier while read here
+	var stderr testenv.SyncBuffer // written by exec's copier while read here
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -151,22 +151,4 @@ func testDashboardCLI(t *testing.T, c *testenv.Cluster, cli string, stack client
 	// Ctrl-C ends it, exit 0.
 	g.Expect(cmd.Process.Signal(os.Interrupt)).To(Succeed())
 	g.Expect(cmd.Wait()).To(Succeed(), stderr.String())
-}
-
-// lockedBuffer is a strings.Builder safe to write and read at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

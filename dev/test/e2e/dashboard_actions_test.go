@@ -19,6 +19,23 @@ import (
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
 
+// dashboardApprover is the token of the ServiceAccount "approver" in ns,
+// who may get, list and patch its Stacks (the rights kubectl would need to
+// approve), and get and list its Receivers and Alerts.
+func dashboardApprover(t *testing.T, ns string) string {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	kubeconfig := serviceAccountKubeconfig(t, ns, "approver", true)
+	g.Expect(env.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approver-patch"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"stackpilot.dev"}, Resources: []string{"stacks"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"stackpilot.dev"}, Resources: []string{"receivers", "alerts"}, Verbs: []string{"get", "list"}}}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approver-patch"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "approver-patch"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "approver", Namespace: ns}}})).To(Succeed())
+	return kubeconfigToken(t, kubeconfig)
+}
+
 // TestDashboardApprovesThePlanShown: through a browser's session (cookie
 // and CSRF token), the plan page's document is the pending plan; a reader
 // without patch is refused; a stale plan id is refused; approving the
@@ -48,12 +65,7 @@ func TestDashboardApprovesThePlanShown(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, mid)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, top)).To(Succeed())
 
-	approver := serviceAccountKubeconfig(t, f.ns, "approver", true)
-	g.Expect(env.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "approver-patch"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"stackpilot.dev"}, Resources: []string{"stacks"}, Verbs: []string{"patch"}}}})).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "approver-patch"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "approver-patch"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "approver", Namespace: f.ns}}})).To(Succeed())
+	approverToken := dashboardApprover(t, f.ns)
 
 	session := func(token string) (cookie, csrf string) {
 		body, _ := json.Marshal(map[string]string{"token": token})
@@ -62,7 +74,7 @@ func TestDashboardApprovesThePlanShown(t *testing.T) {
 		c := (&http.Request{Header: http.Header{"Cookie": {header.Get("Set-Cookie")}}}).Cookies()[0]
 		return c.Name + "=" + c.Value, who["csrf"].(string)
 	}
-	approverCookie, approverCSRF := session(kubeconfigToken(t, approver))
+	approverCookie, approverCSRF := session(approverToken)
 	readerCookie, readerCSRF := session(stackReaderToken(t, f.ns))
 
 	// The page's event stream, read from the start.

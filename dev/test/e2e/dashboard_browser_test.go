@@ -17,7 +17,6 @@ import (
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -187,14 +186,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, &v1alpha1.Receiver{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "hook"},
 		Spec: v1alpha1.ReceiverSpec{Type: v1alpha1.GenericHMACReceiver, SecretRef: v1alpha1.LocalObjectReference{Name: "hook-token"}}})).To(Succeed())
 
-	approverKubeconfig := serviceAccountKubeconfig(t, f.ns, "approver", true)
-	g.Expect(env.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "approver-patch"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"stackpilot.dev"}, Resources: []string{"stacks"}, Verbs: []string{"patch"}},
-			{APIGroups: []string{"stackpilot.dev"}, Resources: []string{"receivers", "alerts"}, Verbs: []string{"get", "list"}}}})).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "approver-patch"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "approver-patch"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "approver", Namespace: f.ns}}})).To(Succeed())
-	approverToken := kubeconfigToken(t, approverKubeconfig)
+	approverToken := dashboardApprover(t, f.ns)
 	readerToken := stackReaderToken(t, f.ns)
 
 	planned := waitPlan(t, client.ObjectKeyFromObject(manual), f.commit, "", v1alpha1.AwaitingApprovalReason)
