@@ -2,14 +2,16 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/dev/internal/browser"
+	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 )
 
 // browserWait bounds what a page waits for the controller to do (an up,
@@ -41,18 +44,18 @@ func signInBrowser(t *testing.T, p *browser.Page, ctrl *controllerProcess, token
 	p.WaitFor("signed in", `!document.getElementById("nav").hidden && document.getElementById("user").textContent != ""`, time.Minute)
 }
 
-// signInThroughCLI opens the dashboard in p as a user does: `stackpilot
-// dashboard` serves it on a loopback port (here straight to the
-// controller's listener, --controller-url: the e2e controller runs as a
-// process, not in a Pod to port-forward to) and prints a link that signs
-// the browser in as token's holder. The page is then served through the
-// CLI's proxy, over plain HTTP on localhost, until the test ends.
-func signInThroughCLI(t *testing.T, p *browser.Page, ctrl *controllerProcess, token string) {
+// dashboardCLI runs `stackpilot dashboard` as a user does, serving the
+// dashboard on loopback port (0: any free one) straight to the
+// controller's listener (--controller-url: the e2e controller runs as a
+// process, not in a Pod to port-forward to), and returns the link it
+// prints, which signs a browser in as token's holder, and a func that
+// kills it (also run when the test ends).
+func dashboardCLI(t *testing.T, ctrl *controllerProcess, token string, port int) (link string, kill func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, cliBinary(t), "dashboard", "--controller-url", "https://"+ctrl.DashboardAddr,
-		"--insecure-skip-tls-verify", "--token", token)
-	var stderr bytes.Buffer
+		"--insecure-skip-tls-verify", "--token", token, "--port", strconv.Itoa(port))
+	var stderr testenv.SyncBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -61,7 +64,8 @@ func signInThroughCLI(t *testing.T, p *browser.Page, ctrl *controllerProcess, to
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	kill = sync.OnceFunc(func() { cancel(); _ = cmd.Wait() })
+	t.Cleanup(kill)
 	links := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -71,19 +75,34 @@ func signInThroughCLI(t *testing.T, p *browser.Page, ctrl *controllerProcess, to
 			}
 		}
 	}()
-	var link string
 	select {
 	case link = <-links:
 	case <-time.After(3 * time.Minute):
-		cancel()
-		_ = cmd.Wait()
+		kill()
 		t.Fatalf("stackpilot dashboard printed no link in 3 minutes; stderr:\n%s", stderr.String())
 	}
 	if !strings.HasPrefix(link, "http://localhost:") || strings.Contains(link, token) {
 		t.Fatalf("stackpilot dashboard printed %q: want http://localhost:PORT/#code=..., never the token", link)
 	}
+	return link, kill
+}
+
+// signInThroughCLI opens the dashboard in p through `stackpilot
+// dashboard`'s proxy (plain HTTP on localhost), signed in with the link it
+// printed, and returns the proxy's port and a func that kills it.
+func signInThroughCLI(t *testing.T, p *browser.Page, ctrl *controllerProcess, token string) (port int, kill func()) {
+	t.Helper()
+	link, kill := dashboardCLI(t, ctrl, token, 0)
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, err = strconv.Atoi(u.Port()); err != nil {
+		t.Fatalf("the link %q names no port", link)
+	}
 	p.Open(link)
 	p.WaitFor("signed in", `!document.getElementById("nav").hidden && document.getElementById("user").textContent != ""`, time.Minute)
+	return port, kill
 }
 
 // fleetCounts reads the fleet page's counts by state and its total.
@@ -143,6 +162,7 @@ func kubectlCounts(t *testing.T, ns string) map[string]int {
 //   - a user who may read one namespace sees only its Stacks, and is
 //     refused another's;
 //   - the graph draws the edges of a three-Stack chain;
+//   - a lost connection is said, and the page reconnects by itself;
 //   - no page's document holds a value of the test's Secrets, or a token;
 //   - every page is screenshotted (tmp/artifacts/browser), and none is
 //     blank, and no page threw.
@@ -221,7 +241,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The approver goes through `stackpilot dashboard`'s proxy: its
 	// changes (check now, approve) cross it to the controller.
 	a := b.User(t, "approver")
-	signInThroughCLI(t, a, f.ctrl, approverToken)
+	cliPort, killCLI := signInThroughCLI(t, a, f.ctrl, approverToken)
 	a.WaitFor("the fleet", `/\d+ Stacks/.test(document.getElementById("pageinfo").textContent)`, time.Minute)
 	g.Eventually(func(g Gomega) {
 		want := kubectlCounts(t, f.ns)
@@ -338,6 +358,30 @@ func TestDashboardInBrowser(t *testing.T) {
 	g.Expect(browser.Eval[bool](r, `document.getElementById("s-body").hidden`)).To(BeTrue())
 	r.Screenshot("refused")
 	scan(r, "refused")
+
+	// A lost connection (the CLI's proxy gone) is said, and the page
+	// reconnects by itself once it is back on the same port; changes
+	// reach it again.
+	a.Go("#/")
+	a.WaitFor("the fleet", `/4 Stacks/.test(document.getElementById("pageinfo").textContent)`, time.Minute)
+	killCLI()
+	a.WaitFor("connection lost", `document.getElementById("live").className == "live lost" && document.getElementById("live").textContent.includes("reconnecting")`, time.Minute)
+	a.Screenshot("connection-lost")
+	// A Stack created while the page cannot hear of it: back, the page
+	// reads everything again.
+	late := f.stack("late", func(s *v1alpha1.Stack) { s.Spec.Suspend = true })
+	g.Expect(env.Client.Create(ctx, late)).To(Succeed())
+	g.Eventually(func() int {
+		code, fleet, _ := dashboardDo(t, f.ctrl, "GET", "/api/fleet?namespace="+f.ns, nil, "Authorization", "Bearer "+approverToken)
+		if code != 200 {
+			return -1
+		}
+		return int(fleet["total"].(float64))
+	}, time.Minute, 200*time.Millisecond).Should(Equal(5), "the controller's cache holds the new Stack")
+	dashboardCLI(t, f.ctrl, approverToken, cliPort)
+	a.WaitFor("live again", `document.getElementById("live").className == "live live"`, 2*time.Minute)
+	a.WaitFor("the new Stack, without a reload", `/5 Stacks/.test(document.getElementById("pageinfo").textContent)`, time.Minute)
+	g.Expect(browser.Eval[string](a, `window.stackpilotTestMark`)).To(Equal("no reload"), "the page was reloaded")
 
 	g.Expect(a.Problems()).To(BeEmpty(), "the approver's pages threw")
 	g.Expect(r.Problems()).To(BeEmpty(), "the reader's pages threw")

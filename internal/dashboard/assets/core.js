@@ -150,23 +150,35 @@ function route() {
 
 const live = {
   source: null,
+  lost: false, // the connection was lost since it last opened
   timer: null,
   pending: [],
   start() {
     if (this.source) return;
     const es = new EventSource("/api/events");
     this.source = es;
-    es.addEventListener("open", () => this.status("live", "live"));
+    es.addEventListener("open", () => {
+      // Back after a lost connection: what changed meanwhile was not
+      // told, so the page reads everything again.
+      if (this.lost) this.queue(null);
+      this.lost = false;
+      this.status("live", "live");
+    });
     es.addEventListener("change", (ev) => this.queue(JSON.parse(ev.data)));
     es.addEventListener("resync", () => this.queue(null));
     es.addEventListener("signedout", () => { this.stop(); showSignIn("the session ended: sign in again"); });
     es.addEventListener("error", () => {
-      // EventSource reconnects by itself; a closed one was refused (the
-      // session ended): ask who we are, which shows the sign-in on 401.
+      // EventSource reconnects by itself after a network error; one that
+      // an answer closed (the session ended, or a proxy's 502 while the
+      // controller restarts) does not: ask who we are, which shows the
+      // sign-in on 401, and otherwise open a new one in 3 s, again until
+      // one holds.
+      this.lost = true;
       this.status("lost", "connection lost: reconnecting…");
       if (es.readyState === EventSource.CLOSED) {
         this.source = null;
-        api("GET", "/api/session").then(() => setTimeout(() => this.start(), 3000), () => {});
+        const again = () => setTimeout(() => { if (!this.source && !$("nav").hidden) this.start(); }, 3000);
+        api("GET", "/api/session").then(again, (e) => { if (e.status !== 401) again(); });
       }
     });
   },
