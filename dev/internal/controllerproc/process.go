@@ -9,6 +9,7 @@ package controllerproc
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -74,8 +75,25 @@ type Process struct {
 	LogPath       string
 }
 
-// Start starts the controller and waits until it answers /readyz.
+// Start starts the controller and waits until it answers /readyz. A
+// controller that exits at start because one of its ports was taken in the
+// moment between FreeAddr and its bind (another test process's daemon got
+// there first: FreePort can only make that rare) is started again on other
+// ports, up to three times.
 func Start(ctx context.Context, c Config) (*Process, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := start(ctx, c)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			return p, err
+		}
+		c.LogPath = "" // a new log for the new try; the old one stays
+	}
+}
+
+// errPortTaken marks a start that failed on a port another process took.
+var errPortTaken = errors.New("a port was taken")
+
+func start(ctx context.Context, c Config) (*Process, error) {
 	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -162,7 +180,12 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("the controller exited at start (%s); its log, %s:\n%s", p.cmd.ProcessState, p.LogPath, TailFile(p.LogPath, 30))
+			tail := TailFile(p.LogPath, 30)
+			err := fmt.Errorf("the controller exited at start (%s); its log, %s:\n%s", p.cmd.ProcessState, p.LogPath, tail)
+			if strings.Contains(tail, "address already in use") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
