@@ -36,7 +36,6 @@ const StepTimeout = 2 * time.Minute
 // Browser is one Chromium process for one test; each User is a browser
 // context of its own in it (its own cookies, as another person's browser).
 type Browser struct {
-	t         testing.TB
 	root      context.Context
 	artifacts string
 }
@@ -61,7 +60,7 @@ func Start(t testing.TB) *Browser {
 	if err := chromedp.Do(root); err != nil {
 		t.Fatalf("starting %s: %v", path, err)
 	}
-	return &Browser{t: t, root: root, artifacts: artifactsDir(t)}
+	return &Browser{root: root, artifacts: artifactsDir(t)}
 }
 
 // AllocatorOptions run the browser at path headless, with its profile in

@@ -31,6 +31,13 @@ import (
 // a reconcile): a loaded machine runs Pulumi slowly.
 const browserWait = 5 * time.Minute
 
+// What a test waits for in the page: signed in (the navigation and the
+// user shown), and the fleet's table answered (its pager counts Stacks).
+const (
+	signedIn    = `!document.getElementById("nav").hidden && document.getElementById("user").textContent != ""`
+	fleetLoaded = `/\d+ Stacks/.test(document.getElementById("pageinfo").textContent)`
+)
+
 // signInBrowser opens the dashboard in p signed in as the holder of token,
 // the way `stackpilot dashboard` does: a sign-in code, made for the token,
 // in the address's fragment (the token itself never is in a URL).
@@ -41,7 +48,7 @@ func signInBrowser(t *testing.T, p *browser.Page, ctrl *controllerProcess, token
 		t.Fatalf("a sign-in code: %d %v", code, out)
 	}
 	p.Open("https://" + ctrl.DashboardAddr + "/#code=" + out["code"].(string))
-	p.WaitFor("signed in", `!document.getElementById("nav").hidden && document.getElementById("user").textContent != ""`, time.Minute)
+	p.WaitFor("signed in", signedIn, time.Minute)
 }
 
 // dashboardCLI runs `stackpilot dashboard` as a user does, serving the
@@ -101,7 +108,7 @@ func signInThroughCLI(t *testing.T, p *browser.Page, ctrl *controllerProcess, to
 		t.Fatalf("the link %q names no port", link)
 	}
 	p.Open(link)
-	p.WaitFor("signed in", `!document.getElementById("nav").hidden && document.getElementById("user").textContent != ""`, time.Minute)
+	p.WaitFor("signed in", signedIn, time.Minute)
 	return port, kill
 }
 
@@ -242,11 +249,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	// changes (check now, approve) cross it to the controller.
 	a := b.User(t, "approver")
 	cliPort, killCLI := signInThroughCLI(t, a, f.ctrl, approverToken)
-	a.WaitFor("the fleet", `/\d+ Stacks/.test(document.getElementById("pageinfo").textContent)`, time.Minute)
+	a.WaitFor("the fleet", fleetLoaded, time.Minute)
 	g.Eventually(func(g Gomega) {
 		want := kubectlCounts(t, f.ns)
 		a.Go("#/?refresh=" + fmt.Sprint(time.Now().UnixNano()))
-		a.WaitFor("the fleet", `/\d+ Stacks/.test(document.getElementById("pageinfo").textContent)`, time.Minute)
+		a.WaitFor("the fleet", fleetLoaded, time.Minute)
 		got := fleetCounts(a)
 		for _, k := range []string{"total", "Ready", "Failing", "PlanPending", "Suspended"} {
 			g.Expect(got[k]).To(Equal(want[k]), "%s: the page %v, kubectl %v", k, got, want)
@@ -346,7 +353,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The reader of one namespace: its Stacks only, another's refused.
 	r := b.User(t, "reader")
 	signInBrowser(t, r, f.ctrl, readerToken)
-	r.WaitFor("the fleet", `/\d+ Stacks/.test(document.getElementById("pageinfo").textContent)`, time.Minute)
+	r.WaitFor("the fleet", fleetLoaded, time.Minute)
 	namespaces := browser.Eval[[]string](r, `[...document.querySelectorAll("#stacks tbody tr td:first-child")].map(td => td.textContent)`)
 	g.Expect(namespaces).To(HaveLen(4))
 	g.Expect(namespaces).To(HaveEach(f.ns))
