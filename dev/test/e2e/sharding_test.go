@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,9 +29,11 @@ const (
 )
 
 // shardPrograms is the tree of the sharding test at one generation: app (no
-// resources), down (reads an upstream's output) and gated (a ConfigMap that
-// is ready once labelled proceed=yes; the label comes from config).
-func shardPrograms(generation string) map[string]string {
+// resources), down (reads an upstream's output) and gated (a ConfigMap whose
+// data it reads from the file gate on the controller's host: an up of it
+// blocks while gate is a FIFO no one writes, so the test holds it for as long
+// as it likes; the label proceed comes from config, a change to make).
+func shardPrograms(generation, gate string) map[string]string {
 	return map[string]string{
 		"app/Pulumi.yaml": `name: app
 runtime: yaml
@@ -69,10 +72,10 @@ resources:
         namespace: ${namespace}
         labels:
           proceed: ${proceed}
-        annotations:
-          pulumi.com/waitFor: "jsonpath={.metadata.labels.proceed}=yes"
       data:
         generation: ` + generation + `
+        gate:
+          fn::readFile: ` + gate + `
 outputs:
   generation: ` + generation + `
 `,
@@ -91,7 +94,9 @@ func TestSharding(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f := newFixture(t)
-	first := f.git.Commit(t, "infra", "main", shardPrograms("one"), "three programs")
+	gate := filepath.Join(t.TempDir(), "gate")
+	g.Expect(os.WriteFile(gate, []byte("open"), 0o644)).To(Succeed())
+	first := f.git.Commit(t, "infra", "main", shardPrograms("one", gate), "three programs")
 	// The shards share the state backend (and, being in one namespace, the
 	// digest key): a Stack's stack is the same whichever shard runs it. It
 	// has a directory per Stack, as a large fleet on a file backend needs.
@@ -168,7 +173,7 @@ func TestSharding(t *testing.T) {
 	// A push to the Receiver (served by the main shard: it has no shard
 	// label) reaches the Stacks of both shards.
 	url := createReceiver(t, f.ns, main, "github", v1alpha1.GitHubReceiver)
-	second := f.git.Commit(t, "infra", "main", shardPrograms("two"), "second generation")
+	second := f.git.Commit(t, "infra", "main", shardPrograms("two", gate), "second generation")
 	res := postGitHub(t, url, githubPush(f.repoURL, "main", second), webhookToken, "shard-push-1")
 	g.Expect(res.Code).To(Equal(http.StatusOK), "%+v", res)
 	g.Expect(res.Outcome).To(Equal("accepted"))
@@ -177,20 +182,32 @@ func TestSharding(t *testing.T) {
 	g.Expect(one.Operations(t, "up")).To(Equal(shardedStacks))
 	g.Expect(main.Operations(t, "up")).To(Equal(shardedStacks))
 
-	// Relabel s02 while shard1 runs its up (held at the gate): the main
-	// shard waits for it, shard1 records its end, and the main shard then
-	// serves the Stack without a second up.
+	// Relabel s02 while shard1 runs its up, held reading the gate (now a
+	// FIFO): the main shard waits for it, shard1 records its end, and the
+	// main shard then serves the Stack without a second up. (The provider's
+	// pulumi.com/waitFor held it before, and once let an in-place update
+	// through under load: the up ended before the relabel.)
 	gatedKey := keys[2]
+	g.Expect(os.Remove(gate)).To(Succeed())
+	g.Expect(syscall.Mkfifo(gate, 0o644)).To(Succeed())
 	patchStack(t, gatedKey, map[string]any{"spec": map[string]any{"config": map[string]any{"proceed": "no"}}})
 	var held v1alpha1.OperationRecord
+	var opener *os.File // the gate's write end, held open until the gate opens
+	t.Cleanup(func() {
+		if opener != nil {
+			_ = opener.Close()
+		}
+	})
 	g.Eventually(func(g Gomega) {
 		s := getStack(g, gatedKey)
 		g.Expect(s.Status.CurrentOperation).NotTo(BeNil())
 		g.Expect(s.Status.CurrentOperation.Type).To(Equal(v1alpha1.OperationUp))
 		held = *s.Status.CurrentOperation
-		var cm corev1.ConfigMap
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "gate"}, &cm)).To(Succeed())
-		g.Expect(cm.Labels).To(HaveKeyWithValue("proceed", "no"), "the up has applied the ConfigMap and waits at the gate")
+		// Opening a FIFO's write end without blocking works only once a
+		// reader has it open: the up's program is reading the gate.
+		w, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		g.Expect(err).NotTo(HaveOccurred(), "the up reads the gate")
+		opener = w
 	}, 4*time.Minute, 500*time.Millisecond).Should(Succeed())
 	g.Expect(held.Shard).To(Equal(shard1))
 	g.Expect(env.Client.Patch(ctx, &v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Name: gatedKey.Name, Namespace: f.ns}},
@@ -205,9 +222,14 @@ func TestSharding(t *testing.T) {
 	}, 4*time.Minute, 500*time.Millisecond).Should(Succeed())
 	mainUps := main.Operations(t, "up")
 	g.Expect(mainUps).To(Equal(shardedStacks))
-	// Open the gate: shard1's up ends, and shard1 records it.
-	g.Expect(env.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gate", Namespace: f.ns}},
-		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"proceed":"yes"}}}`)))).To(Succeed())
+	// Open the gate: shard1's up ends, and shard1 records it. A regular file
+	// takes the FIFO's place first, for every later read of the program.
+	g.Expect(os.WriteFile(gate+".new", []byte("open"), 0o644)).To(Succeed())
+	g.Expect(os.Rename(gate+".new", gate)).To(Succeed())
+	_, err := opener.WriteString("open")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(opener.Close()).To(Succeed())
+	opener = nil
 	g.Eventually(func(g Gomega) {
 		s := getStack(g, gatedKey)
 		g.Expect(s.Status.CurrentOperation).To(BeNil())
