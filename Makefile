@@ -7,9 +7,18 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
+# One build configuration for every Go build make runs (the tools, the tests,
+# the binaries the tests build at run time, the cluster's images): static
+# (CGO_ENABLED=0) and -trimpath. A package compiled once is then reused by
+# every build that imports it at the same version, where two configurations
+# compiled the controller's whole dependency tree twice on a fresh machine
+# (once for the tests, once for the image).
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(filter-out -trimpath,$(shell go env GOFLAGS)) -trimpath)
+
 # Pinned tool versions. Each tool is built from a module under dev/tools/; tools
-# whose dependencies overlap share one (flux: source- and kustomize-controller;
-# devtools: controller-gen, staticcheck, helm), so those compile once.
+# whose dependencies overlap share one (flux: source- and kustomize-controller
+# and cosign; devtools: controller-gen, staticcheck, helm), so those compile once.
 K8S_VERSION              := v1.34.3
 ETCD_VERSION             := v3.6.13
 PULUMI_VERSION           := v3.276.0
@@ -17,7 +26,9 @@ PULUMI_YAML_VERSION      := v1.25.0
 PULUMI_KUBERNETES_VERSION := 4.25.0
 SOURCE_CONTROLLER_VERSION := v1.9.6
 KUSTOMIZE_CONTROLLER_VERSION := v1.9.6
-COSIGN_VERSION           := v3.1.3
+# cosign: the version source-controller links (its go.mod), so that one module
+# builds both and cosign compiles next to nothing of its own.
+COSIGN_VERSION           := v3.0.6
 CONTROLLER_TOOLS_VERSION := v0.23.0
 STATICCHECK_VERSION      := v0.8.2
 HELM_VERSION             := v3.22.0
@@ -50,8 +61,8 @@ tools: ## Build every pinned tool into bin/ from dev/tools/ (first run here: abo
 	@# the lanes share no tool module, so no package is compiled twice at once.
 	@$(MAKE) --no-print-directory -j2 tools-lane-kubernetes tools-lane-pulumi
 
-# The lanes: Kubernetes, etcd, Flux and the dev tools; Pulumi, its plugins,
-# cosign and the npm ones. About even in work on a fresh machine.
+# The lanes: Kubernetes, Flux with cosign, and the dev tools; Pulumi, its
+# plugins, etcd and the npm ones. About even in work on a fresh machine.
 .PHONY: tools-lane-kubernetes
 tools-lane-kubernetes:
 	@$(BUILD_TOOL) kube-apiserver $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-apiserver -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
@@ -59,27 +70,27 @@ tools-lane-kubernetes:
 	@$(BUILD_TOOL) kube-scheduler $(K8S_VERSION) $(TOOLS)/kubernetes ./kube-scheduler -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kubelet $(K8S_VERSION) $(TOOLS)/kubernetes ./kubelet -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
 	@$(BUILD_TOOL) kubectl $(K8S_VERSION) $(TOOLS)/kubernetes ./kubectl -ldflags "$(LDFLAGS) $(K8S_VERSION_LDFLAGS)"
-	@$(BUILD_TOOL) etcd $(ETCD_VERSION) $(TOOLS)/etcd . -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) source-controller $(SOURCE_CONTROLLER_VERSION) $(TOOLS)/flux github.com/fluxcd/source-controller -ldflags "$(LDFLAGS)"
 	@dev/hack/flux-crds.sh $(SOURCE_CONTROLLER_VERSION)
 	@$(BUILD_TOOL) kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) $(TOOLS)/flux github.com/fluxcd/kustomize-controller -ldflags "$(LDFLAGS)"
 	@dev/hack/kustomize-crds.sh $(KUSTOMIZE_CONTROLLER_VERSION)
+	@$(BUILD_TOOL) cosign $(COSIGN_VERSION) $(TOOLS)/flux github.com/sigstore/cosign/v3/cmd/cosign \
+		-ldflags "$(LDFLAGS) -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)"
 	@$(BUILD_TOOL) controller-gen $(CONTROLLER_TOOLS_VERSION) $(TOOLS)/devtools sigs.k8s.io/controller-tools/cmd/controller-gen -ldflags "$(LDFLAGS)"
 	@$(BUILD_TOOL) staticcheck $(STATICCHECK_VERSION) $(TOOLS)/devtools honnef.co/go/tools/cmd/staticcheck -ldflags "$(LDFLAGS)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) helm $(HELM_VERSION) $(TOOLS)/devtools helm.sh/helm/v3/cmd/helm \
+	@$(BUILD_TOOL) helm $(HELM_VERSION) $(TOOLS)/devtools helm.sh/helm/v3/cmd/helm \
 		-ldflags "$(LDFLAGS) -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)"
 
 .PHONY: tools-lane-pulumi
 tools-lane-pulumi:
 	@dev/hack/gen-kubernetes-schema.sh $(PULUMI_KUBERNETES_VERSION)
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) $(TOOLS)/pulumi-kubernetes . \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi $(PULUMI_VERSION) $(TOOLS)/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) $(TOOLS)/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
-		-trimpath -ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
-	@CGO_ENABLED=0 $(BUILD_TOOL) cosign $(COSIGN_VERSION) $(TOOLS)/cosign github.com/sigstore/cosign/v3/cmd/cosign \
-		-trimpath -ldflags "$(LDFLAGS) -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)"
+	@$(BUILD_TOOL) pulumi-resource-kubernetes $(PULUMI_KUBERNETES_VERSION) $(TOOLS)/pulumi-kubernetes . \
+		-ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(PULUMI_KUBERNETES_VERSION)"
+	@$(BUILD_TOOL) pulumi $(PULUMI_VERSION) $(TOOLS)/pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+		-ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$(PULUMI_VERSION)"
+	@$(BUILD_TOOL) pulumi-language-yaml $(PULUMI_YAML_VERSION) $(TOOLS)/pulumi-yaml github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
+		-ldflags "$(LDFLAGS) -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$(PULUMI_YAML_VERSION)"
+	@$(BUILD_TOOL) etcd $(ETCD_VERSION) $(TOOLS)/etcd . -ldflags "$(LDFLAGS)"
 	@dev/hack/npm-tool.sh azurite-blob $(TOOLS)/azurite azurite/dist/src/blob/main.js
 
 # Stamp the Kubernetes version into its binaries (the node reports it; without

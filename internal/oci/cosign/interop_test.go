@@ -13,7 +13,7 @@ import (
 	"github.com/stackpilot/stackpilot/internal/toolchain"
 )
 
-// cosignCLI is the real cosign (bin/cosign, built by `make tools` from dev/tools/cosign). These
+// cosignCLI is the real cosign (bin/cosign, built by `make tools` from dev/tools/flux). These
 // tests are the proof that our signatures are cosign's and cosign's are ours.
 type cosignCLI struct {
 	path string
