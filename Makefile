@@ -55,7 +55,7 @@ help: ## List the targets with what they do.
 ##@ Tools
 
 .PHONY: tools
-tools: ## Build every pinned tool into bin/ from dev/tools/ (first run here: about 37 minutes; later runs: no work).
+tools: ## Build every pinned tool into bin/ from dev/tools/ (first run on this 2-core machine: about 29 minutes; later runs: no work).
 	@# Two lanes at once: on a fresh machine one lane downloads modules or
 	@# links (one core) while the other compiles. Each lane builds in order;
 	@# the lanes share no tool module, so no package is compiled twice at once.
