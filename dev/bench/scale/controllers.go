@@ -60,12 +60,14 @@ func members(n, shards int) []*member {
 // startFleet starts every member as its own process, each with its own data
 // dir, log, metrics and pprof address; args go to all of them.
 //
-// With statePerStack each controller's default backend is a directory per
-// Stack under its data dir ({namespace}/{name}): Pulumi's file:// backend
-// lists the whole directory of a project's stacks in every operation, so with
-// the default (a directory per namespace) an up of one of 10,000 stacks costs
-// more than a second of CPU more than an up of one of a few (the benchmark
-// would measure Pulumi's listing, not Stackpilot).
+// With statePerStack the controllers' default backend is a directory per
+// Stack ({namespace}/{name}) under the run's one state directory: Pulumi's
+// file:// backend lists the whole directory of a project's stacks in every
+// operation, so with the default (a directory per namespace) an up of one of
+// 10,000 stacks costs more than a second of CPU more than an up of one of a
+// few (the benchmark would measure Pulumi's listing, not Stackpilot). Every
+// controller uses the same one, as shards share a backend in a cluster, so a
+// kept fleet can be resharded (reshard.go).
 func startFleet(ctx context.Context, e *benchenv.Env, n, shards int, statePerStack bool, args []string) (fleet, error) {
 	var f fleet
 	for _, m := range members(n, shards) {
@@ -76,7 +78,7 @@ func startFleet(ctx context.Context, e *benchenv.Env, n, shards int, statePerSta
 		m.pprof = addr
 		own := append([]string{"--pprof-bind-address=" + addr}, args...)
 		if statePerStack {
-			own = append(own, "--default-backend=file://"+filepath.Join(e.Tmp, m.name+"-data", "state")+"/{namespace}/{name}")
+			own = append(own, "--default-backend=file://"+filepath.Join(e.Tmp, "state")+"/{namespace}/{name}")
 		}
 		if m.selector != "" {
 			own = append(own, "--watch-label-selector="+m.selector)

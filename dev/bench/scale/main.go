@@ -19,7 +19,7 @@
 // shows. Each Stack's config gives it its own output.
 //
 //	go -C dev run ./bench/scale [-n 10000] [-shards 0] [-interval 5m] [-idle 10m] [-timeout 4h] [-v] [-keep]
-//	go -C dev run ./bench/scale -resume /tmp/stackpilot-bench-scale-… [-skip-commit]
+//	go -C dev run ./bench/scale -resume /tmp/stackpilot-bench-scale-… [-shards M] [-skip-commit]
 //
 // A run with -keep leaves the fleet in its directory; -resume starts it again
 // (see resume.go): the commit phase of 10,000 Stacks can then run in another
@@ -34,8 +34,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +53,7 @@ const (
 
 type options struct {
 	n, shards      int
+	reshard        int // -shards given with -resume: the layout to move the kept fleet to; -1 when not given
 	concurrency    int
 	interval, idle time.Duration
 	drift          time.Duration
@@ -81,8 +80,14 @@ func main() {
 	flag.BoolVar(&o.skipCommit, "skip-commit", false, "Stop after creation and the idle measurement: no commit phase (half the run's time).")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controllers' logs to stderr.")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles, and the fleet itself for -resume).")
-	flag.StringVar(&o.resume, "resume", "", "Start again the fleet a run with -keep left in this directory (its "+fleetFile+" says which): restart its controllers, then measure idle and the commit. -n, -shards, -interval, -drift-interval, -concurrent-operations and -shared-state-dir come from the kept run.")
+	flag.StringVar(&o.resume, "resume", "", "Start again the fleet a run with -keep left in this directory (its "+fleetFile+" says which): restart its controllers, then measure idle and the commit. -n, -interval, -drift-interval, -concurrent-operations and -shared-state-dir come from the kept run; so does -shards, unless given: then every Stack is relabelled for that layout before the controllers start (reshard.go).")
 	flag.Parse()
+	o.reshard = -1
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "shards" {
+			o.reshard = o.shards
+		}
+	})
 	if o.idle == 0 {
 		o.idle = 2 * o.interval
 	}
@@ -175,6 +180,23 @@ func run(ctx context.Context, o options) error {
 	var watch *benchenv.StackWatch
 	if kept != nil {
 		commit0, r.base, r.created, r.run = kept.Commit, kept.Base, kept.Created, kept.Run
+		if o.reshard >= 0 && o.reshard != kept.Shards {
+			e.Logf("resharding the kept fleet from %s to %s: relabelling its %d Stacks", layout(o), layout(options{shards: o.reshard}), o.n)
+			r.reshardedFrom = layout(o)
+			if r.relabelTime, err = relabel(ctx, e, o.n, o.reshard); err != nil {
+				return err
+			}
+			e.Logf("  relabelled in %s", r.relabelTime.Round(time.Millisecond))
+			o.shards, r.o.shards = o.reshard, o.reshard
+			// The kept memory with no Stacks is of the other layout's
+			// controllers; these are not measured without Stacks.
+			r.base = make([]benchenv.Memory, len(members(o.n, o.shards)))
+			// The Stacks are labelled for the new layout now: a later
+			// -resume starts its controllers, commit or not.
+			if err := saveFleet(e, o, commit0, r.created, r.base, r.run); err != nil {
+				return err
+			}
+		}
 		if r.ctrls, watch, err = restart(ctx, e, o, wrap, &r); err != nil {
 			return err
 		}
@@ -381,48 +403,25 @@ func driftDetection(interval time.Duration) *v1alpha1.DriftDetection {
 // createAll creates the n Stacks, 16 requests at a time, each labelled for
 // its shard.
 func createAll(ctx context.Context, e *benchenv.Env, o options) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= o.n || ctx.Err() != nil {
-					return
-				}
-				var labels map[string]string
-				if shard := shardOf(i, o.shards); shard != "" {
-					labels = map[string]string{shardKey: shard}
-				}
-				s, err := benchenv.StackSpec{
-					Namespace: namespace, Name: fmt.Sprintf("s%05d", i), Labels: labels,
-					URL: e.Git.URL(repo), Branch: branch, Dir: dir,
-					Interval: o.interval, Config: map[string]any{"index": fmt.Sprint(i)},
-					Drift: driftDetection(o.drift),
-				}.Stack()
-				if err == nil {
-					err = e.Client.Create(ctx, s)
-				}
-				if err != nil {
-					select {
-					case errs <- fmt.Errorf("create Stack %d: %w", i, err):
-					default:
-					}
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return ctx.Err()
-	}
+	return benchenv.Parallel(ctx, o.n, 16, func(i int) error {
+		var labels map[string]string
+		if shard := shardOf(i, o.shards); shard != "" {
+			labels = map[string]string{shardKey: shard}
+		}
+		s, err := benchenv.StackSpec{
+			Namespace: namespace, Name: stackName(i), Labels: labels,
+			URL: e.Git.URL(repo), Branch: branch, Dir: dir,
+			Interval: o.interval, Config: map[string]any{"index": fmt.Sprint(i)},
+			Drift: driftDetection(o.drift),
+		}.Stack()
+		if err == nil {
+			err = e.Client.Create(ctx, s)
+		}
+		if err != nil {
+			return fmt.Errorf("create Stack %d: %w", i, err)
+		}
+		return nil
+	})
 }
 
 // waitAll waits until want Stacks are Applied at commit, with a progress

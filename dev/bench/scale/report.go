@@ -22,11 +22,14 @@ type results struct {
 
 	run int // the program's run number the fleet is at: program(run)
 
-	// -resume: the controllers restarted on the kept fleet.
-	resumed     bool
-	restartTime time.Duration
-	restartErr  error
-	restart     phase
+	// -resume: the controllers restarted on the kept fleet, after relabelling
+	// it from another layout when reshardedFrom is set.
+	resumed       bool
+	reshardedFrom string
+	relabelTime   time.Duration
+	restartTime   time.Duration
+	restartErr    error
+	restart       phase
 
 	idle1   idle
 	heapTop string
@@ -60,7 +63,11 @@ func (r results) print() {
 	} else {
 		r.printApply("creation to all Ready", r.created, r.o.n, r.createTime, r.createErr, r.create, r.floor.firstApply, "stack init + up")
 	}
-	r.printIdle("idle after creation", r.idle1)
+	if r.resumed {
+		r.printIdle("idle after the restart", r.idle1)
+	} else {
+		r.printIdle("idle after creation", r.idle1)
+	}
 	if r.heapTop != "" {
 		fmt.Printf("heap in use of %s after idle (go tool pprof -top -sample_index=inuse_space):\n%s\n", r.ctrls.largest().name, r.heapTop)
 	}
@@ -111,6 +118,10 @@ func (r results) printRestart() {
 		fmt.Printf("PARTIAL: %v\n", r.restartErr)
 	}
 	p := r.restart
+	if r.reshardedFrom != "" {
+		fmt.Printf("resharded from %s: %d Stacks relabelled in %s before the controllers started\n",
+			r.reshardedFrom, r.o.n, r.relabelTime.Round(100*time.Millisecond))
+	}
 	fmt.Printf("restart of the controllers with %d Stacks Ready (-resume): every Stack reconciled in %s (%.0f Stacks/s), 30 s settling included\n",
 		r.created, r.restartTime.Round(time.Second), float64(r.created)/max(r.restartTime.Seconds()-30, 1))
 	fmt.Printf("  %.0f reconciles, %.0f Pulumi operations, %d pulumi processes (goal: none; nothing changed)\n", p.reconciles, p.ops, len(p.calls))
@@ -128,17 +139,25 @@ func (r results) printIdle(what string, in idle) {
 	fmt.Printf("  Git: %s; %.2f per interval (one repository: the goal is one listing per interval)\n", in.git, float64(in.git.Total())/intervals)
 	fmt.Printf("  %s\n  %s\n", in.byProcess, in.cpuLine)
 	fmt.Printf("  %-10s %7s %12s %12s %12s %14s %12s\n", "controller", "Stacks", "RSS none", "RSS idle", "per Stack", "Go heap in use", "goroutines")
+	// A base of zero was not measured (a resharded fleet's controllers never
+	// ran without their Stacks): "-" instead of a made-up figure.
 	for i, m := range r.ctrls {
-		perStack := "-"
-		if m.stacks > 0 {
-			perStack = fmt.Sprintf("%.1f KiB", float64(in.mem[i].RSS-r.base[i].RSS)/float64(m.stacks)/1024)
+		none, perStack, before := "-", "-", "-"
+		if r.base[i].RSS > 0 {
+			none, before = benchenv.MiB(r.base[i].RSS), fmt.Sprintf("%.0f", r.base[i].Goroutines)
+			if m.stacks > 0 {
+				perStack = fmt.Sprintf("%.1f KiB", float64(in.mem[i].RSS-r.base[i].RSS)/float64(m.stacks)/1024)
+			}
 		}
-		fmt.Printf("  %-10s %7d %12s %12s %12s %14s %5.0f → %4.0f\n", m.name, m.stacks, benchenv.MiB(r.base[i].RSS), benchenv.MiB(in.mem[i].RSS),
-			perStack, benchenv.MiB(int64(in.mem[i].HeapInuse)), r.base[i].Goroutines, in.mem[i].Goroutines)
+		fmt.Printf("  %-10s %7d %12s %12s %12s %14s %5s → %4.0f\n", m.name, m.stacks, none, benchenv.MiB(in.mem[i].RSS),
+			perStack, benchenv.MiB(int64(in.mem[i].HeapInuse)), before, in.mem[i].Goroutines)
 	}
 	if len(r.ctrls) > 1 {
-		fmt.Printf("  %-10s %7d %12s %12s %12s\n", "all", r.o.n, benchenv.MiB(totalRSS(r.base)), benchenv.MiB(totalRSS(in.mem)),
-			fmt.Sprintf("%.1f KiB", float64(totalRSS(in.mem)-totalRSS(r.base))/float64(r.o.n)/1024))
+		none, perStack := "-", "-"
+		if base := totalRSS(r.base); base > 0 {
+			none, perStack = benchenv.MiB(base), fmt.Sprintf("%.1f KiB", float64(totalRSS(in.mem)-base)/float64(r.o.n)/1024)
+		}
+		fmt.Printf("  %-10s %7d %12s %12s %12s\n", "all", r.o.n, none, benchenv.MiB(totalRSS(in.mem)), perStack)
 	}
 	largest := r.ctrls.largest()
 	fmt.Printf("  the largest controller (%s) holds %s for %d Stacks: target at most 300 MiB for 10,000 on one controller\n",

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -249,32 +248,7 @@ func (e *Env) SuspendNotApplied(ctx context.Context, ns, commit string) error {
 // RequestAll sets the reconcile-now annotation on the named Stacks in ns,
 // parallel patches at a time, as a webhook receiver would.
 func (e *Env) RequestAll(ctx context.Context, ns string, names []string, parallel int) error {
-	jobs := make(chan string)
-	errs := make(chan error, parallel)
-	var wg sync.WaitGroup
-	for range parallel {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range jobs {
-				if err := e.RequestReconcile(ctx, client.ObjectKey{Namespace: ns, Name: name}); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		}()
-	}
-	for _, name := range names {
-		jobs <- name
-	}
-	close(jobs)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
+	return Parallel(ctx, len(names), parallel, func(i int) error {
+		return e.RequestReconcile(ctx, client.ObjectKey{Namespace: ns, Name: names[i]})
+	})
 }
