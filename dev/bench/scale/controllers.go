@@ -126,6 +126,15 @@ func totalRSS(ms []benchenv.Memory) int64 {
 	return t
 }
 
+// totalHeap is the members' Go heap in use together.
+func totalHeap(ms []benchenv.Memory) int64 {
+	var sum int64
+	for _, m := range ms {
+		sum += int64(m.HeapInuse)
+	}
+	return sum
+}
+
 // largest is the member with the most Stacks: whose heap is worth a look.
 func (f fleet) largest() *member {
 	best := f[0]

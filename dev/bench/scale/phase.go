@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
@@ -84,7 +85,8 @@ type idle struct {
 }
 
 // measureIdle lets the fleet be for d (after 30 s for the last statuses and
-// events to settle) and reads what ran, the Git requests and the memory.
+// events to settle) and reads what ran, the Git requests and the memory,
+// after a garbage collection in each controller.
 func measureIdle(ctx context.Context, e *benchenv.Env, f fleet, w *benchenv.Wrapper, d time.Duration) (idle, error) {
 	if err := benchenv.Sleep(ctx, 30*time.Second); err != nil {
 		return idle{}, err
@@ -102,6 +104,11 @@ func measureIdle(ctx context.Context, e *benchenv.Env, f fleet, w *benchenv.Wrap
 		return idle{}, err
 	}
 	p.git = e.GitCounts().Sub(m.git)
+	for _, m := range f { // the heap in use read next is then what is live
+		if err := benchenv.ForceGC(ctx, m.pprof); err != nil {
+			return idle{}, fmt.Errorf("%s: %w", m.name, err)
+		}
+	}
 	mem, err := f.memory()
 	if err != nil {
 		return idle{}, err

@@ -76,8 +76,9 @@ func (r results) print() {
 	} else {
 		r.printApply("one commit changing every Stack, commit to all Ready", r.committed, r.wanted, r.commitTime, r.commitErr, r.commit, r.floor.up, "up")
 		r.printIdle("idle after the commit (one more history record per Stack)", r.idle2)
-		fmt.Printf("per-Stack RSS after the commit minus after creation: %+.1f KiB (history and status one record longer)\n",
-			float64(totalRSS(r.idle2.mem)-totalRSS(r.idle1.mem))/float64(max(r.created, 1))/1024)
+		fmt.Printf("per-Stack RSS after the commit minus after creation: %+.1f KiB; Go heap in use after a GC: %+.1f KiB (history and status one record longer)\n",
+			float64(totalRSS(r.idle2.mem)-totalRSS(r.idle1.mem))/float64(max(r.created, 1))/1024,
+			float64(totalHeap(r.idle2.mem)-totalHeap(r.idle1.mem))/float64(max(r.created, 1))/1024)
 	}
 	if !r.resumed && (r.o.n < 10000 || r.createErr != nil || r.commitErr != nil) {
 		scale := 10000 / float64(max(r.created, 1))

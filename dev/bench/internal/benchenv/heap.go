@@ -10,6 +10,30 @@ import (
 	"strings"
 )
 
+// ForceGC makes the controller started with --pprof-bind-address=addr run a
+// garbage collection (pprof's heap profile with gc=1 does so first), so that
+// its Go heap in use, read next, is what is live and not what the last busy
+// minutes left for the collector: the figures of two idle measurements can
+// then be compared.
+func ForceGC(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("force a GC: %w", err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("force a GC: %s from %s", resp.Status, req.URL)
+	}
+	return nil
+}
+
 // HeapTop saves the heap profile of a controller started with
 // --pprof-bind-address=addr into path and returns the top n entries of what
 // is in use (`go tool pprof -top -sample_index=inuse_space`): where the
