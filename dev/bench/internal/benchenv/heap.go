@@ -16,22 +16,26 @@ import (
 // minutes left for the collector: the figures of two idle measurements can
 // then be compared.
 func ForceGC(ctx context.Context, addr string) error {
+	return heapProfile(ctx, addr, io.Discard)
+}
+
+// heapProfile writes the heap profile of the controller at addr, taken
+// after a garbage collection, to w.
+func heapProfile(ctx context.Context, addr string, w io.Writer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("force a GC: %w", err)
+		return fmt.Errorf("heap profile: %w", err)
 	}
 	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return err
-	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("force a GC: %s from %s", resp.Status, req.URL)
+		return fmt.Errorf("heap profile: %s from %s", resp.Status, req.URL)
 	}
-	return nil
+	_, err = io.Copy(w, resp.Body)
+	return err
 }
 
 // HeapTop saves the heap profile of a controller started with
@@ -40,23 +44,11 @@ func ForceGC(ctx context.Context, addr string) error {
 // per-Stack memory goes. The profile stays in the run's directory with -keep,
 // for `go tool pprof -http` afterwards.
 func HeapTop(ctx context.Context, addr, path string, n int) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("heap profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("heap profile: %s from %s", resp.Status, req.URL)
-	}
 	f, err := os.Create(path)
 	if err != nil {
 		return "", err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if err := heapProfile(ctx, addr, f); err != nil {
 		f.Close()
 		return "", err
 	}
