@@ -53,6 +53,12 @@ func TestLeaderElectionIDPerShard(t *testing.T) {
 	g.Expect(leaderElectionID("", parse("a=1,b=2"))).To(Equal(leaderElectionID("", parse("b=2, a=1"))))
 	g.Expect(len(one)).To(BeNumerically("<=", 63))
 	g.Expect(leaderElectionID("mine", parse("a=1"))).To(Equal("mine"))
+	// The Helm chart names a shard's runner Secret from its selector the
+	// same way, to grant it by name (templates/manager-rolebinding.yaml;
+	// dev/test/chart's TestShardRunnerSecretsGrantedByName): changing the
+	// name here needs the same change there.
+	g.Expect(one).To(Equal("stackpilot-controller-leader-7ee98f291c"))
+	g.Expect(runnerCertSecretName(one)).To(Equal("stackpilot-runner-tls-7ee98f291c"))
 }
 
 // Each shard keeps the runner certificate of its own Service in a Secret of

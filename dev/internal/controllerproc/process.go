@@ -246,12 +246,29 @@ func (p *Process) Logs() (string, error) {
 // Metric sums the samples of a metric whose label set contains every one of
 // labels (`type="up"`), from the controller's metrics endpoint.
 func (p *Process) Metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get("http://" + p.MetricsAddr + "/metrics")
+	return Metric(p.MetricsAddr, name, labels...)
+}
+
+// Metric is Process.Metric for the metrics endpoint at addr (host:port), of
+// a controller this package did not start (a Pod on the host's network).
+func Metric(addr, name string, labels ...string) (float64, error) {
+	total, _, err := scrape(addr, name, labels)
+	return total, err
+}
+
+// Series counts the samples Metric would sum: whether a controller has a
+// series at all (a gauge at 0 is still one).
+func Series(addr, name string, labels ...string) (int, error) {
+	_, n, err := scrape(addr, name, labels)
+	return n, err
+}
+
+func scrape(addr, name string, labels []string) (total float64, n int, err error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return 0, fmt.Errorf("scrape metrics: %w", err)
+		return 0, 0, fmt.Errorf("scrape metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	var total float64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -265,11 +282,12 @@ func (p *Process) Metric(name string, labels ...string) (float64, error) {
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
 		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
+			return 0, 0, fmt.Errorf("metric line %q: %w", line, err)
 		}
 		total += v
+		n++
 	}
-	return total, sc.Err()
+	return total, n, sc.Err()
 }
 
 func containsAll(s string, subs []string) bool {

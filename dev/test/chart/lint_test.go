@@ -24,8 +24,8 @@ func TestAllValues(t *testing.T) {
 	}
 	// Three Deployments (main, shard1, shard2), a Service pair each; the
 	// RoleBindings: the digest key's, leader election's, one per watched
-	// namespace.
-	for kind, n := range map[string]int{"Deployment": 3, "Service": 6, "RoleBinding": 4, "Ingress": 2,
+	// namespace, the shards' runner Secrets'.
+	for kind, n := range map[string]int{"Deployment": 3, "Service": 6, "RoleBinding": 5, "Ingress": 2,
 		"ServiceMonitor": 1, "PrometheusRule": 1, "ClusterRoleBinding": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s, want %d", kinds[kind], kind, n)

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 	"github.com/stackpilot/stackpilot/dev/internal/cluster"
+	"github.com/stackpilot/stackpilot/dev/internal/controllerproc"
 	"github.com/stackpilot/stackpilot/dev/internal/testenv"
 	"github.com/stackpilot/stackpilot/internal/daemon"
 )
@@ -35,9 +37,10 @@ const release = "stackpilot"
 // and Git server: `helm template | kubectl apply --server-side` is accepted;
 // `helm install` scoped to namespace infra (rbac.scope namespaces: no
 // cluster-wide grant of the controller's namespaced rights) runs a Stack
-// there to Ready, refused nothing; `helm upgrade` with other resources rolls
-// out and the new Pod serves the Stack; `helm uninstall` removes all of it
-// but the CRDs, which Helm keeps. It leaves the cluster as it found it.
+// there to Ready, refused nothing; `helm upgrade` with other resources and a
+// shard rolls out, the new Pod serves the Stack and the shard's Pod a Stack
+// labelled for it (testHelmShard); `helm uninstall` removes all of it but
+// the CRDs, which Helm keeps. It leaves the cluster as it found it.
 func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitServer, timings map[string]time.Duration) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -77,7 +80,7 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	g.Expect(k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}})).To(Succeed())
 	repo, digest, _ := strings.Cut(image, "@")
-	postRenderer := writePostRenderer(t, c)
+	postRenderer, mainMetrics, shardMetrics := writePostRenderer(t, c)
 	install := []string{"--kubeconfig", c.Kubeconfig, "--namespace", ns, "--wait", "--timeout", "5m",
 		"--post-renderer", postRenderer, "--set", "image.repository=" + repo, "--set", "image.digest=" + digest,
 		"--set", "executor=Local", "--set", "rbac.scope=namespaces", "--set", "watchNamespaces={infra}"}
@@ -127,12 +130,12 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(denied).To(Equal(deniedBefore), "the controller needed permissions the chart's namespaced RBAC does not grant")
 
-	// helm upgrade with other resources: a new Pod, which serves the Stack
-	// (a requested reconcile is handled).
+	// helm upgrade with other resources and a shard: a new Pod, which
+	// serves the Stack (a requested reconcile is handled).
 	start = time.Now()
 	old := controllerPod(g, k)
 	out = run(t, helm, nil, append([]string{"upgrade", release, chart, "--reuse-values",
-		"--set", "resources.limits.memory=1536Mi"}, install...)...)
+		"--set", "resources.limits.memory=1536Mi", "--set", "shards={" + helmShard + "}"}, install...)...)
 	t.Logf("helm upgrade:\n%s", out)
 	pod := controllerPod(g, k)
 	g.Expect(pod.Name).NotTo(Equal(old.Name), "helm upgrade rolled out no new Pod")
@@ -148,13 +151,21 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	waitReady(t, k, c, client.ObjectKeyFromObject(stack), commit)
 	step("helm-upgrade", start)
 
+	start = time.Now()
+	shardStack := testHelmShard(t, c, git, stack, mainMetrics, shardMetrics)
+	step("helm-shard", start)
+
 	// helm uninstall: the Stack first (its finalizer is the controller's),
 	// then the release; the CRDs stay, as Helm leaves the CRDs of crds/.
 	start = time.Now()
-	g.Expect(k.Delete(ctx, stack)).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(k.Get(ctx, client.ObjectKeyFromObject(stack), &v1alpha1.Stack{}))
-	}, 2*time.Minute, time.Second).Should(BeTrue(), "the Stack's finalizer was not removed")
+	for _, s := range []*v1alpha1.Stack{stack, shardStack} {
+		g.Expect(k.Delete(ctx, s)).To(Succeed())
+	}
+	for _, s := range []*v1alpha1.Stack{stack, shardStack} {
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(k.Get(ctx, client.ObjectKeyFromObject(s), &v1alpha1.Stack{}))
+		}, 2*time.Minute, time.Second).Should(BeTrue(), "the finalizer of Stack %s was not removed", s.Name)
+	}
 	run(t, helm, nil, "uninstall", release, "--kubeconfig", c.Kubeconfig, "--namespace", ns, "--wait", "--timeout", "5m")
 	step("helm-uninstall", start)
 	part := client.MatchingLabels{"app.kubernetes.io/part-of": "stackpilot"}
@@ -167,6 +178,7 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	g.Expect(k.List(ctx, &roleBindings, part)).To(Succeed())
 	g.Expect(roleBindings.Items).To(BeEmpty(), "RoleBindings left")
 	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.DeploymentName}, &appsv1.Deployment{}))).To(BeTrue(), "Deployment left")
+	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.DeploymentName + "-" + helmShard}, &appsv1.Deployment{}))).To(BeTrue(), "the shard's Deployment left")
 	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Name: "stackpilot-data"}, &corev1.PersistentVolume{}))).To(BeTrue(), "PersistentVolume left")
 	g.Expect(k.Get(ctx, client.ObjectKey{Name: "stacks.stackpilot.dev"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), "helm uninstall removed the CRDs")
 
@@ -179,12 +191,83 @@ func testHelm(t *testing.T, c *testenv.Cluster, image string, git *testenv.GitSe
 	g.Expect(apierrors.IsNotFound(k.Get(ctx, client.ObjectKey{Name: "stacks.stackpilot.dev"}, &apiextensionsv1.CustomResourceDefinition{}))).To(BeTrue(), "CRD left")
 }
 
+// helmShard is the shard the chart's upgrade adds (values shards).
+const helmShard = "shard1"
+
+// testHelmShard checks the shard that helm upgrade added: its Deployment's
+// Pod serves a Stack labelled for it, which becomes Ready by one up of the
+// shard's controller; the main controller never reconciles it (it has no
+// per-Stack series for it, not even one at 0); and the shard's replicas elect their leader
+// with a Lease of their own. It returns the shard's Stack, for the
+// uninstall to delete while the shard runs.
+func testHelmShard(t *testing.T, c *testenv.Cluster, git *testenv.GitServer, like *v1alpha1.Stack, mainMetrics, shardMetrics string) *v1alpha1.Stack {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	k := c.Client
+	name := cluster.DeploymentName + "-" + helmShard
+	var d appsv1.Deployment
+	g.Expect(k.Get(ctx, client.ObjectKey{Namespace: cluster.SystemNamespace, Name: name}, &d)).To(Succeed(), "helm upgrade with shards added no Deployment %s", name)
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--watch-label-selector=" + v1alpha1.ShardLabel + " in (" + helmShard + ")"))
+	g.Expect(d.Status.ReadyReplicas).To(Equal(int32(1)), "helm upgrade --wait left the shard's Pod not Ready:\n%s", c.PodsSummary(ctx, cluster.SystemNamespace))
+
+	commit := git.Commit(t, "infra", "helm-shard", map[string]string{
+		"app/Pulumi.yaml": strings.ReplaceAll(program("green", false), "app-settings", "helm-shard-settings")}, "helm shard")
+	stack := like.DeepCopy()
+	stack.ObjectMeta = metav1.ObjectMeta{Name: "helm-shard", Namespace: like.Namespace, Labels: map[string]string{v1alpha1.ShardLabel: helmShard}}
+	stack.Spec.Source.Git.Ref = &v1alpha1.GitRef{Branch: "helm-shard"}
+	stack.Status = v1alpha1.StackStatus{}
+	g.Expect(k.Create(ctx, stack)).To(Succeed())
+	waitReady(t, k, c, client.ObjectKeyFromObject(stack), commit)
+	g.Expect(k.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: "helm-shard-settings"}, &corev1.ConfigMap{})).To(Succeed())
+
+	series := fmt.Sprintf(`namespace=%q`, stack.Namespace)
+	ups, err := controllerproc.Metric(shardMetrics, "stackpilot_operations_total", `type="up"`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ups).To(Equal(1.0), "the shard's controller ran no up, or more than one, for its one Stack")
+	ready, err := controllerproc.Metric(shardMetrics, "stackpilot_stack_ready", series, `name="helm-shard"`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ready).To(Equal(1.0), "the shard's controller has not seen its Stack Ready")
+	// The main controller reconciled its own Stack, and never the shard's.
+	mine, err := controllerproc.Metric(mainMetrics, "stackpilot_stack_ready", series, fmt.Sprintf(`name=%q`, like.Name))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mine).To(Equal(1.0), "the main controller's metrics (%s) do not show its own Stack: the check below would prove nothing", mainMetrics)
+	other, err := controllerproc.Series(mainMetrics, "stackpilot_stack_ready", series, `name="helm-shard"`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(other).To(BeZero(), "the main controller reconciled the shard's Stack (it has a series for it)")
+
+	// Two Leases, two leaders. (A holder is "<hostname>_<uuid>", and on the
+	// host's network every Pod's hostname is the node's: the holders tell
+	// the two processes apart, not their Pods.)
+	var leases coordinationv1.LeaseList
+	g.Expect(k.List(ctx, &leases, client.InNamespace(cluster.SystemNamespace))).To(Succeed())
+	holders := map[string]string{}
+	for _, l := range leases.Items {
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			holders[l.Name] = *l.Spec.HolderIdentity
+		}
+	}
+	g.Expect(holders).To(HaveLen(2), "want the main controller's Lease and the shard's, each held")
+	g.Expect(holders).To(HaveKey("stackpilot-controller-leader"))
+	var shardHolder string
+	for name, holder := range holders {
+		if name != "stackpilot-controller-leader" {
+			g.Expect(name).To(HavePrefix("stackpilot-controller-leader-"), "the shard's Lease")
+			shardHolder = holder
+		}
+	}
+	g.Expect(shardHolder).NotTo(Equal(holders["stackpilot-controller-leader"]), "one process holds both Leases")
+	return stack
+}
+
 // writePostRenderer writes the executable `helm --post-renderer` runs: it
 // layers on the chart's output what config/cluster layers on config/local
 // (host network, the API server on loopback, the data on a PersistentVolume
 // of this machine; strategy Recreate, as host ports cannot be shared), with
-// the ports Install would choose.
-func writePostRenderer(t *testing.T, c *testenv.Cluster) string {
+// the ports Install would choose. The Deployment of shard helmShard, when
+// the chart renders one, gets the same with ports of its own (its data stay
+// in the chart's emptyDir); shardMetrics is its metrics endpoint.
+func writePostRenderer(t *testing.T, c *testenv.Cluster) (script, mainMetrics, shardMetrics string) {
 	t.Helper()
 	dir := t.TempDir()
 	dataDir := filepath.Join(c.Dir, "volumes", "stackpilot-helm")
@@ -232,18 +315,61 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: "%[5]d"}
-`, config, cluster.DeploymentName, metrics, health, c.APIServerPort, dashboard)
+`, config, cluster.DeploymentName, metrics, health, c.APIServerPort, dashboard) + shardPatch(t, c, &shardMetrics)
 	for name, data := range map[string]string{"kustomization.yaml": kustomization, "pv.yaml": cluster.DataVolume(dataDir)} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	script := filepath.Join(dir, "post-render")
+	script = filepath.Join(dir, "post-render")
 	body := fmt.Sprintf("#!/bin/sh\nset -e\ncat > %s/helm.yaml\nexec %s kustomize --load-restrictor=LoadRestrictionsNone %s\n", dir, c.Kubectl, dir)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return script
+	return script, fmt.Sprintf("127.0.0.1:%d", metrics), shardMetrics
+}
+
+// shardPatch is the post-renderer's patch of shard helmShard's Deployment:
+// on the host's network beside the main controller, each of its endpoints
+// needs a port of its own (a later flag wins over the chart's), and it
+// reaches the API server on loopback. A patch whose target is not rendered
+// (before `--set shards`) changes nothing.
+func shardPatch(t *testing.T, c *testenv.Cluster, metricsAddr *string) string {
+	t.Helper()
+	var ports [6]int
+	for i := range ports {
+		p, err := daemon.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	*metricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	return fmt.Sprintf(`  - target: {kind: Deployment, name: %[1]s-%[2]s}
+    patch: |-
+      - {op: add, path: /spec/strategy, value: {type: Recreate}}
+      - {op: add, path: /spec/template/spec/hostNetwork, value: true}
+      - {op: add, path: /spec/template/spec/dnsPolicy, value: Default}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--metrics-bind-address=127.0.0.1:%[3]d"}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--health-probe-bind-address=127.0.0.1:%[4]d"}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--dashboard-bind-address=127.0.0.1:%[5]d"}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--webhook-bind-address=127.0.0.1:%[6]d"}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--logs-bind-address=127.0.0.1:%[7]d"}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--runner-bind-address=127.0.0.1:%[8]d"}
+      - op: replace
+        path: /spec/template/spec/containers/0/ports
+        value:
+          - {name: metrics, containerPort: %[3]d, protocol: TCP}
+          - {name: health, containerPort: %[4]d, protocol: TCP}
+          - {name: dashboard, containerPort: %[5]d, protocol: TCP}
+          - {name: webhooks, containerPort: %[6]d, protocol: TCP}
+          - {name: logs, containerPort: %[7]d, protocol: TCP}
+          - {name: runner, containerPort: %[8]d, protocol: TCP}
+      - {op: add, path: /spec/template/spec/containers/0/livenessProbe/httpGet/host, value: 127.0.0.1}
+      - {op: add, path: /spec/template/spec/containers/0/readinessProbe/httpGet/host, value: 127.0.0.1}
+      - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}}
+      - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_PORT, value: "%[9]d"}}
+`, cluster.DeploymentName, helmShard, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], c.APIServerPort)
 }
 
 // waitCRDsServed waits until every stackpilot.dev CRD is Established and
