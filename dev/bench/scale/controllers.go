@@ -126,11 +126,14 @@ func totalRSS(ms []benchenv.Memory) int64 {
 	return t
 }
 
-// totalHeap is the members' Go heap in use together.
-func totalHeap(ms []benchenv.Memory) int64 {
+// totalLive is the members' live Go heap together: the bytes of heap
+// objects allocated, read right after a forced GC (measureIdle). The heap in
+// use (whole spans) is coarser: a span part full of one kind of object counts
+// whole.
+func totalLive(ms []benchenv.Memory) int64 {
 	var sum int64
 	for _, m := range ms {
-		sum += int64(m.HeapInuse)
+		sum += int64(m.HeapAlloc)
 	}
 	return sum
 }

@@ -18,8 +18,8 @@
 // so that Pulumi's own share is as small as it gets and Stackpilot's cost
 // shows. Each Stack's config gives it its own output.
 //
-//	go -C dev run ./bench/scale [-n 10000] [-shards 0] [-interval 5m] [-idle 10m] [-timeout 4h] [-v] [-keep]
-//	go -C dev run ./bench/scale -resume /tmp/stackpilot-bench-scale-… [-shards M] [-skip-commit]
+//	go -C dev run ./bench/scale [-n 10000] [-shards 0] [-commits 1] [-interval 5m] [-idle 10m] [-timeout 4h] [-v] [-keep]
+//	go -C dev run ./bench/scale -resume /tmp/stackpilot-bench-scale-… [-shards M] [-skip-commit] [-commits 1]
 //
 // A run with -keep leaves the fleet in its directory; -resume starts it again
 // (see resume.go): the commit phase of 10,000 Stacks can then run in another
@@ -60,6 +60,7 @@ type options struct {
 	timeout        time.Duration
 	floorRuns      int
 	skipCommit     bool
+	commits        int
 	sharedState    bool
 	verbose, keep  bool
 	resume         string
@@ -78,6 +79,7 @@ func main() {
 	flag.IntVar(&o.floorRuns, "floor-runs", 5, "Bare `pulumi up` runs whose median CPU makes the floor.")
 	flag.BoolVar(&o.sharedState, "shared-state-dir", false, "Keep the controllers' default backend, one file:// directory per namespace, instead of a directory per Stack: Pulumi's file backend lists the directory in every operation, so ups get slower as the fleet grows.")
 	flag.BoolVar(&o.skipCommit, "skip-commit", false, "Stop after creation and the idle measurement: no commit phase (half the run's time).")
+	flag.IntVar(&o.commits, "commits", 1, "Commits, one after another, each changing every Stack and followed by an idle measurement: with 2 or more the heap after the second tells history growth apart from what the first operation in a process costs once.")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controllers' logs to stderr.")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles, and the fleet itself for -resume).")
 	flag.StringVar(&o.resume, "resume", "", "Start again the fleet a run with -keep left in this directory (its "+fleetFile+" says which): restart its controllers, then measure idle and the commit. -n, -interval, -drift-interval, -concurrent-operations and -shared-state-dir come from the kept run; so does -shards, unless given: then every Stack is relabelled for that layout before the controllers start (reshard.go).")
@@ -91,8 +93,8 @@ func main() {
 	if o.idle == 0 {
 		o.idle = 2 * o.interval
 	}
-	if o.n < 1 || o.shards < 0 {
-		fmt.Fprintln(os.Stderr, "bench/scale: -n must be at least 1 and -shards at least 0")
+	if o.n < 1 || o.shards < 0 || o.commits < 1 {
+		fmt.Fprintln(os.Stderr, "bench/scale: -n and -commits must be at least 1, and -shards at least 0")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -221,10 +223,13 @@ func run(ctx context.Context, o options) error {
 		e.Logf("heap profile of %s saved in %s", ctrls.largest().name, e.Tmp)
 	}
 	r.heapTop = heapTop
-	if !o.skipCommit {
-		if err := commitAll(ctx, e, watch, ctrls, wrap, o, commit0, &r); err != nil {
-			return err
+	for i := 0; i < o.commits && !o.skipCommit; i++ {
+		c, err := commitAll(ctx, e, watch, ctrls, wrap, o, commit0, &r)
+		r.commits = append(r.commits, c)
+		if err != nil || c.err != nil {
+			break // a failed commit's idle measurement is not one more history record per Stack
 		}
+		commit0 = c.commit
 	}
 	r.print()
 	return nil
@@ -322,43 +327,55 @@ func restart(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wra
 
 // commitAll commits a change to every Stack's program, requests a reconcile
 // of each as a webhook would, waits until all are Ready at it, and measures
-// the fleet idle again: every Stack's history is one record longer.
-func commitAll(ctx context.Context, e *benchenv.Env, watch *benchenv.StackWatch, ctrls fleet, wrap *benchenv.Wrapper, o options, commit0 string, r *results) error {
+// the fleet idle again: every Stack's history is one record longer. It saves
+// the largest controller's heap profile after that idle measurement, for
+// `go tool pprof -base` against the one before.
+func commitAll(ctx context.Context, e *benchenv.Env, watch *benchenv.StackWatch, ctrls fleet, wrap *benchenv.Wrapper, o options, commit0 string, r *results) (commitRound, error) {
+	var c commitRound
 	committed, err := phaseStart(e, ctrls, wrap)
 	if err != nil {
-		return err
+		return c, err
 	}
 	t1 := time.Now()
 	r.run++
-	commit1, err := e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(r.run)}, fmt.Sprintf("run %d: every Stack changes", r.run))
-	if err != nil {
-		return err
+	c.run = r.run
+	if c.commit, err = e.Commit(repo, branch, map[string]string{dir + "/Pulumi.yaml": program(r.run)}, fmt.Sprintf("run %d: every Stack changes", r.run)); err != nil {
+		return c, err
 	}
 	names, err := e.AppliedNames(ctx, namespace, commit0)
 	if err != nil {
-		return err
+		return c, err
 	}
 	if err := e.RequestAll(ctx, namespace, names, 16); err != nil {
-		return err
+		return c, err
 	}
-	e.Logf("committed %s and requested a reconcile of %d Stacks in %s", commit1[:12], len(names), benchenv.Since(t1))
-	r.wanted = len(names)
-	r.committed, r.commitErr = waitAll(ctx, e, watch, ctrls, commit1, len(names), o.timeout, t1, "the commit")
-	r.commitTime = time.Since(t1)
-	if r.commitErr != nil && ctx.Err() != nil {
-		return r.commitErr
+	e.Logf("committed %s and requested a reconcile of %d Stacks in %s", c.commit[:12], len(names), benchenv.Since(t1))
+	c.wanted = len(names)
+	c.done, c.err = waitAll(ctx, e, watch, ctrls, c.commit, len(names), o.timeout, t1, fmt.Sprintf("the commit of run %d", c.run))
+	c.took = time.Since(t1)
+	if c.err != nil && ctx.Err() != nil {
+		return c, c.err
 	}
-	if r.commit, err = committed.end(ctrls, wrap); err != nil {
-		return err
+	if c.phase, err = committed.end(ctrls, wrap); err != nil {
+		return c, err
 	}
-	if e.Keep && r.commitErr == nil {
+	if e.Keep && c.err == nil {
 		// A later -resume goes on from this commit.
-		if err := saveFleet(e, o, commit1, r.committed, r.base, r.run); err != nil {
-			return err
+		if err := saveFleet(e, o, c.commit, c.done, r.base, r.run); err != nil {
+			return c, err
 		}
 	}
-	r.idle2, err = measureIdle(ctx, e, ctrls, wrap, min(o.idle, o.interval))
-	return err
+	if c.idle, err = measureIdle(ctx, e, ctrls, wrap, min(o.idle, o.interval)); err != nil {
+		return c, err
+	}
+	largest := ctrls.largest()
+	profile := filepath.Join(e.Tmp, fmt.Sprintf("%s-heap-run%d.pprof", largest.name, c.run))
+	if _, err := benchenv.HeapTop(ctx, largest.pprof, profile, 15); err != nil {
+		e.Logf("no heap profile: %v", err)
+	} else {
+		e.Logf("heap profile of %s after run %d saved in %s", largest.name, c.run, profile)
+	}
+	return c, nil
 }
 
 // measureFloor runs a bare stack of the same program: its creation (stack

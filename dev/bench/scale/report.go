@@ -34,12 +34,19 @@ type results struct {
 	idle1   idle
 	heapTop string
 
-	committed, wanted int
-	commitTime        time.Duration
-	commitErr         error
-	commit            phase
+	commits []commitRound
+}
 
-	idle2 idle
+// commitRound is one commit changing every Stack (-commits), and the idle
+// measurement after it.
+type commitRound struct {
+	run          int    // the program's run number it committed
+	commit       string // its Git commit
+	done, wanted int
+	took         time.Duration
+	err          error
+	phase        phase
+	idle         idle
 }
 
 func (r results) print() {
@@ -73,18 +80,37 @@ func (r results) print() {
 	}
 	if r.o.skipCommit {
 		fmt.Println("no commit phase (-skip-commit)")
-	} else {
-		r.printApply("one commit changing every Stack, commit to all Ready", r.committed, r.wanted, r.commitTime, r.commitErr, r.commit, r.floor.up, "up")
-		r.printIdle("idle after the commit (one more history record per Stack)", r.idle2)
-		fmt.Printf("per-Stack RSS after the commit minus after creation: %+.1f KiB; Go heap in use after a GC: %+.1f KiB (history and status one record longer)\n",
-			float64(totalRSS(r.idle2.mem)-totalRSS(r.idle1.mem))/float64(max(r.created, 1))/1024,
-			float64(totalHeap(r.idle2.mem)-totalHeap(r.idle1.mem))/float64(max(r.created, 1))/1024)
 	}
-	if !r.resumed && (r.o.n < 10000 || r.createErr != nil || r.commitErr != nil) {
+	before, since := r.idle1, "creation"
+	if r.resumed {
+		since = "the restart"
+	}
+	var commitErr error
+	for i, c := range r.commits {
+		r.printApply(fmt.Sprintf("commit %d of %d (run %d) changing every Stack, commit to all Ready", i+1, r.o.commits, c.run), c.done, c.wanted, c.took, c.err, c.phase, r.floor.up, "up")
+		if c.err != nil {
+			commitErr = c.err
+			break
+		}
+		r.printIdle(fmt.Sprintf("idle after commit %d (one more history record per Stack)", i+1), c.idle)
+		// The first operation of each Stack in a process costs once what a
+		// later one does not (its metric series, the cached objects it
+		// reads): only the growth after a later commit is history's.
+		why := "history one record longer, plus whatever a Stack's first operation in this process costs once"
+		if i > 0 {
+			why = "history one record longer: the growth the issue forbids"
+		}
+		fmt.Printf("per-Stack RSS after commit %d minus after %s: %+.1f KiB; live Go heap after a GC: %+.2f KiB (%s)\n", i+1, since,
+			float64(totalRSS(c.idle.mem)-totalRSS(before.mem))/float64(max(r.created, 1))/1024,
+			float64(totalLive(c.idle.mem)-totalLive(before.mem))/float64(max(r.created, 1))/1024, why)
+		before, since = c.idle, fmt.Sprintf("commit %d", i+1)
+	}
+	if !r.resumed && (r.o.n < 10000 || r.createErr != nil || commitErr != nil) {
 		scale := 10000 / float64(max(r.created, 1))
 		fmt.Printf("ESTIMATE for -n 10000 (linear in the apply phases, from this run): creation %s", time.Duration(float64(r.createTime)*scale).Round(time.Minute))
-		if !r.o.skipCommit {
-			fmt.Printf(", the commit %s", time.Duration(float64(r.commitTime)*10000/float64(max(r.committed, 1))).Round(time.Minute))
+		if len(r.commits) > 0 {
+			c := r.commits[0]
+			fmt.Printf(", a commit %s", time.Duration(float64(c.took)*10000/float64(max(c.done, 1))).Round(time.Minute))
 		}
 		fmt.Printf(", plus the idle measurements and the floor\n")
 	}
@@ -139,7 +165,7 @@ func (r results) printIdle(what string, in idle) {
 		in.reconciles, in.reconciles/float64(max(r.created, 1))/intervals, in.ops, len(in.calls))
 	fmt.Printf("  Git: %s; %.2f per interval (one repository: the goal is one listing per interval)\n", in.git, float64(in.git.Total())/intervals)
 	fmt.Printf("  %s\n  %s\n", in.byProcess, in.cpuLine)
-	fmt.Printf("  %-10s %7s %12s %12s %12s %14s %12s\n", "controller", "Stacks", "RSS none", "RSS idle", "per Stack", "Go heap in use", "goroutines")
+	fmt.Printf("  %-10s %7s %12s %12s %12s %14s %12s %12s\n", "controller", "Stacks", "RSS none", "RSS idle", "per Stack", "Go heap in use", "live heap", "goroutines")
 	// A base of zero was not measured (a resharded fleet's controllers never
 	// ran without their Stacks): "-" instead of a made-up figure.
 	for i, m := range r.ctrls {
@@ -150,8 +176,8 @@ func (r results) printIdle(what string, in idle) {
 				perStack = fmt.Sprintf("%.1f KiB", float64(in.mem[i].RSS-r.base[i].RSS)/float64(m.stacks)/1024)
 			}
 		}
-		fmt.Printf("  %-10s %7d %12s %12s %12s %14s %5s → %4.0f\n", m.name, m.stacks, none, benchenv.MiB(in.mem[i].RSS),
-			perStack, benchenv.MiB(int64(in.mem[i].HeapInuse)), before, in.mem[i].Goroutines)
+		fmt.Printf("  %-10s %7d %12s %12s %12s %14s %12s %5s → %4.0f\n", m.name, m.stacks, none, benchenv.MiB(in.mem[i].RSS),
+			perStack, benchenv.MiB(int64(in.mem[i].HeapInuse)), benchenv.MiB(int64(in.mem[i].HeapAlloc)), before, in.mem[i].Goroutines)
 	}
 	if len(r.ctrls) > 1 {
 		none, perStack := "-", "-"
