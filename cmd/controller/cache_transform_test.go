@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/stackpilot/stackpilot/api/v1alpha1"
 )
@@ -84,4 +88,96 @@ func TestCacheKeepsWhatTheControllerReads(t *testing.T) {
 	raw, err := json.Marshal(meta)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(raw)).NotTo(ContainSubstring("c2VjcmV0"))
+}
+
+// fullHistoryStack is a Stack as the API server sends it after many
+// operations: a full history, conditions, the revision every Stack of its
+// fleet applied.
+func fullHistoryStack(t testing.TB, name string) []byte {
+	t.Helper()
+	rev := "main@sha1:0123456789abcdef0123456789abcdef01234567"
+	st := v1alpha1.StackStatus{LastAppliedRevision: rev, LastAttemptedRevision: rev,
+		Conditions: []metav1.Condition{
+			{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "Applied revision " + rev, LastTransitionTime: metav1.Now()},
+			{Type: "Reconciling", Status: metav1.ConditionFalse, Reason: "Succeeded", Message: "Up to date", LastTransitionTime: metav1.Now()},
+			{Type: "Stalled", Status: metav1.ConditionFalse, Reason: "Succeeded", Message: "", LastTransitionTime: metav1.Now()},
+		}}
+	for i := range v1alpha1.MaxHistory {
+		now := metav1.Now()
+		st.PushHistory(v1alpha1.OperationRecord{ID: fmt.Sprintf("up-20261207-0215%02d-%s", i, name), Type: v1alpha1.OperationUp,
+			Revision: rev, StartedAt: now, FinishedAt: &now, Outcome: v1alpha1.OutcomeSucceeded,
+			Message: "0 created, 0 updated, 0 replaced, 0 deleted, 1 unchanged", Host: "stackpilot-controller-7d9f8b6c5-x2k4q"})
+	}
+	data, err := json.Marshal(&v1alpha1.Stack{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name}, Status: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// decodeStack decodes as the informers do (sigs.k8s.io/json, whose slices
+// grow by doubling).
+func decodeStack(t testing.TB, data []byte) *v1alpha1.Stack {
+	t.Helper()
+	var s v1alpha1.Stack
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+// The transform leaves a cached Stack saying exactly what the API server
+// sent, with its history and conditions in slices of their length and the
+// strings Stacks repeat held once.
+func TestCacheCompactsStackStatus(t *testing.T) {
+	g := NewWithT(t)
+	a, b := decodeStack(t, fullHistoryStack(t, "a")), decodeStack(t, fullHistoryStack(t, "b"))
+	wantA, wantB := a.DeepCopy(), b.DeepCopy()
+	g.Expect(cap(a.Status.History)).To(BeNumerically(">", len(a.Status.History)), "the decoder left no spare room: this test shows nothing")
+	for _, s := range []*v1alpha1.Stack{a, b} {
+		_, err := trimForCache(s)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cap(s.Status.History)).To(Equal(len(s.Status.History)))
+		g.Expect(cap(s.Status.Conditions)).To(Equal(len(s.Status.Conditions)))
+	}
+	g.Expect(a).To(Equal(wantA))
+	g.Expect(b).To(Equal(wantB))
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	g.Expect(same(a.Status.History[3].Revision, b.Status.History[7].Revision)).To(BeTrue(), "the revision is held twice")
+	g.Expect(same(a.Status.History[0].Message, b.Status.History[0].Message)).To(BeTrue(), "the message is held twice")
+	g.Expect(same(a.Status.Conditions[0].Message, b.Status.Conditions[0].Message)).To(BeTrue(), "the Ready message is held twice")
+	g.Expect(same(a.Status.LastAppliedRevision, b.Status.History[0].Revision)).To(BeTrue())
+}
+
+// BenchmarkCachedStackMemory reports the live heap a cached Stack with a
+// full history takes, as decoded and after the transform:
+// go test -run - -bench CachedStackMemory ./cmd/controller
+func BenchmarkCachedStackMemory(b *testing.B) {
+	const n = 2000
+	data := make([][]byte, n)
+	for i := range data {
+		data[i] = fullHistoryStack(b, fmt.Sprint("s", i))
+	}
+	live := func(compact bool) float64 {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		kept := make([]*v1alpha1.Stack, n)
+		for i := range kept {
+			kept[i] = decodeStack(b, data[i])
+			if compact {
+				_, _ = trimForCache(kept[i])
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(kept)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n
+	}
+	var raw, compact float64
+	for range b.N {
+		raw, compact = live(false), live(true)
+	}
+	b.ReportMetric(raw, "B/stack-decoded")
+	b.ReportMetric(compact, "B/stack-cached")
 }
