@@ -94,6 +94,11 @@ func TestCacheKeepsWhatTheControllerReads(t *testing.T) {
 // operations: a full history, conditions, the revision every Stack of its
 // fleet applied.
 func fullHistoryStack(t testing.TB, name string) []byte {
+	return stackWithHistory(t, name, v1alpha1.MaxHistory)
+}
+
+// stackWithHistory is fullHistoryStack after records operations.
+func stackWithHistory(t testing.TB, name string, records int) []byte {
 	t.Helper()
 	rev := "main@sha1:0123456789abcdef0123456789abcdef01234567"
 	st := v1alpha1.StackStatus{LastAppliedRevision: rev, LastAttemptedRevision: rev,
@@ -102,7 +107,7 @@ func fullHistoryStack(t testing.TB, name string) []byte {
 			{Type: "Reconciling", Status: metav1.ConditionFalse, Reason: "Succeeded", Message: "Up to date", LastTransitionTime: metav1.Now()},
 			{Type: "Stalled", Status: metav1.ConditionFalse, Reason: "Succeeded", Message: "", LastTransitionTime: metav1.Now()},
 		}}
-	for i := range v1alpha1.MaxHistory {
+	for i := range records {
 		now := metav1.Now()
 		st.PushHistory(v1alpha1.OperationRecord{ID: fmt.Sprintf("up-20261207-0215%02d-%s", i, name), Type: v1alpha1.OperationUp,
 			Revision: rev, StartedAt: now, FinishedAt: &now, Outcome: v1alpha1.OutcomeSucceeded,
@@ -149,16 +154,12 @@ func TestCacheCompactsStackStatus(t *testing.T) {
 	g.Expect(same(a.Status.LastAppliedRevision, b.Status.History[0].Revision)).To(BeTrue())
 }
 
-// BenchmarkCachedStackMemory reports the live heap a cached Stack with a
-// full history takes, as decoded and after the transform:
-// go test -run - -bench CachedStackMemory ./cmd/controller
+// BenchmarkCachedStackMemory reports the live heap a cached Stack takes, as
+// decoded and after the transform, with one history record and with a full
+// history: go test -run - -bench CachedStackMemory ./cmd/controller
 func BenchmarkCachedStackMemory(b *testing.B) {
 	const n = 2000
-	data := make([][]byte, n)
-	for i := range data {
-		data[i] = fullHistoryStack(b, fmt.Sprint("s", i))
-	}
-	live := func(compact bool) float64 {
+	live := func(data [][]byte, compact bool) float64 {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -174,10 +175,16 @@ func BenchmarkCachedStackMemory(b *testing.B) {
 		runtime.KeepAlive(kept)
 		return float64(after.HeapAlloc-before.HeapAlloc) / n
 	}
-	var raw, compact float64
-	for range b.N {
-		raw, compact = live(false), live(true)
+	for _, records := range []int{1, v1alpha1.MaxHistory} {
+		data := make([][]byte, n)
+		for i := range data {
+			data[i] = stackWithHistory(b, fmt.Sprint("s", i), records)
+		}
+		var raw, compact float64
+		for range b.N {
+			raw, compact = live(data, false), live(data, true)
+		}
+		b.ReportMetric(raw, fmt.Sprintf("B/stack-decoded-%d-records", records))
+		b.ReportMetric(compact, fmt.Sprintf("B/stack-cached-%d-records", records))
 	}
-	b.ReportMetric(raw, "B/stack-decoded")
-	b.ReportMetric(compact, "B/stack-cached")
 }
