@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // dashboardProxy serves the dashboard on a loopback port, in plain HTTP,
@@ -47,7 +48,7 @@ func newDashboardProxy(upstream *url.URL, tr http.RoundTripper, port int, via st
 	p := &dashboardProxy{port: strconv.Itoa(port), upstream: upstream}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      tr,
+		Transport:      &retryTransport{base: tr, attempts: 4, backoff: 250 * time.Millisecond, log: log},
 		FlushInterval:  -1,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -73,6 +73,11 @@ func dashboardCLI(t *testing.T, ctrl *controllerProcess, token string, port int)
 	}
 	kill = sync.OnceFunc(func() { cancel(); _ = cmd.Wait() })
 	t.Cleanup(kill)
+	t.Cleanup(func() { // runs first: what the proxy said of the requests it could not pass
+		if out := stderr.String(); t.Failed() && out != "" {
+			t.Logf("stackpilot dashboard (port %d) wrote:\n%s", port, out)
+		}
+	})
 	links := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)

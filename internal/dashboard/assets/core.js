@@ -143,6 +143,15 @@ function route() {
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === name || (name !== "fleet" && a.dataset.page === "fleet" && name.match(/stack|plan|drift/)));
   if (SP.current && SP.current.leave) SP.current.leave();
   SP.current = SP.pages[name];
+  if (!SP.current) {
+    // The page's script did not load (its request failed): say so, where a
+    // TypeError would leave the page blank.
+    const p = document.createElement("p");
+    p.className = "error";
+    p.setAttribute("role", "alert");
+    $(name).prepend(text(p, "This page's script did not load: reload the page."));
+    return;
+  }
   SP.current.show(params);
 }
 
