@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -96,19 +97,24 @@ func imageVersion(ref string) string {
 }
 
 // waitDeployment polls the controller's Deployment until it has rolled out,
-// ctx ends (the error says how far it got), or it is gone.
+// ctx ends (the error says how far it got), or it is gone. Once the
+// Deployment was read, a failed read does not replace what it said; and a
+// read refused because the deadline is near says nothing at all: the
+// client's rate limiter refuses to wait past it ("would exceed context
+// deadline") before ctx ends.
 func waitDeployment(ctx context.Context, cl client.Client, key client.ObjectKey) error {
-	detail := "not found"
+	detail, seen := "it could not be read in time", false
 	for {
 		var d appsv1.Deployment
 		err := cl.Get(ctx, key, &d)
 		switch {
 		case err == nil:
 			var ready bool
+			seen = true
 			if ready, detail = deploymentState(&d); ready {
 				return nil
 			}
-		case ctx.Err() == nil:
+		case !seen && ctx.Err() == nil && !deadlineNear(err):
 			detail = err.Error()
 		}
 		select {
@@ -118,6 +124,14 @@ func waitDeployment(ctx context.Context, cl client.Client, key client.ObjectKey)
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// deadlineNear: err is a read refused because the context's deadline is
+// near or past. client-go's rate limiter (golang.org/x/time/rate) says so
+// in words only, wrapping no context error.
+func deadlineNear(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		strings.Contains(err.Error(), "would exceed context deadline")
 }
 
 // manifestName names an object for progress lines: "Deployment stackpilot-system/stackpilot-controller".

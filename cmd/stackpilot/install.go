@@ -75,7 +75,7 @@ still labelled for one: relabel those first.`,
 	fs.StringVar(&opts.image, "image", "", "The controller image (default: "+manifests.ImageRepository+":<this CLI's version>).")
 	fs.StringVar(&opts.executor, "executor", "Job", "The controller's default executor: Job (each operation a Pod acting as the Stack's ServiceAccount; Stack writes aggregated into edit and admin) or Local (a process of the controller, for trusted programs; Stack writes granted explicitly).")
 	fs.BoolVar(&opts.wait, "wait", true, "Wait until the controller's Deployment has rolled out.")
-	fs.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "How long to wait for the CRDs and the Deployment.")
+	fs.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "How long to wait for the CRDs to be established, and then for the Deployments to roll out (each wait from when it begins).")
 	fs.IntVar(&opts.shards, "shards", 0, "Controllers besides the main one, shard1 to shardN, each serving what is labelled sharding.fluxcd.io/key=shardK (0: one controller serves everything).")
 	return cmd
 }
@@ -112,9 +112,9 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
-	defer cancel()
-
+	// --timeout bounds each wait from when it begins (the CRDs, then the
+	// Deployments), as `kubectl rollout status --timeout` does: the applies
+	// before it, slower on a busy API server, do not eat into it.
 	// CRDs (and the namespace) first: the API server must serve the kinds
 	// before anything may use them, and a CRD is usable only once
 	// established.
@@ -140,10 +140,10 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 	if err := c.applyManifests(ctx, cl, first); err != nil {
 		return err
 	}
-	for _, crd := range crds {
-		if err := waitEstablished(ctx, cl, crd.GetName()); err != nil {
-			return err
-		}
+	if err := waitAll(ctx, opts.timeout, crdNames(crds), func(ctx context.Context, name string) error {
+		return waitEstablished(ctx, cl, name)
+	}); err != nil {
+		return err
 	}
 	fmt.Fprintf(c.stderr, "✔ CRDs established\n")
 	if err := c.applyManifests(ctx, cl, rest); err != nil {
@@ -157,10 +157,10 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 		return nil
 	}
 	fmt.Fprintf(c.stderr, "◎ waiting for the controller to roll out\n")
-	for _, name := range append([]string{manifests.DeploymentName}, shardDeployments(shards)...) {
-		if err := waitDeployment(ctx, cl, client.ObjectKey{Namespace: ns, Name: name}); err != nil {
-			return err
-		}
+	if err := waitAll(ctx, opts.timeout, append([]string{manifests.DeploymentName}, shardDeployments(shards)...), func(ctx context.Context, name string) error {
+		return waitDeployment(ctx, cl, client.ObjectKey{Namespace: ns, Name: name})
+	}); err != nil {
+		return err
 	}
 	fmt.Fprintf(c.stderr, "✔ the controller is ready; Stackpilot is installed\n")
 	return nil
@@ -179,6 +179,27 @@ func (c *cli) applyManifests(ctx context.Context, cl client.Client, objs []*unst
 }
 
 // waitEstablished polls the CRD until its Established condition is True.
+// waitAll waits for each of names in turn, all of them within timeout from
+// now.
+func waitAll(ctx context.Context, timeout time.Duration, names []string, wait func(context.Context, string) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, name := range names {
+		if err := wait(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func crdNames(crds []*unstructured.Unstructured) []string {
+	names := make([]string, len(crds))
+	for i, crd := range crds {
+		names[i] = crd.GetName()
+	}
+	return names
+}
+
 func waitEstablished(ctx context.Context, cl client.Client, name string) error {
 	for {
 		crd := &unstructured.Unstructured{}
