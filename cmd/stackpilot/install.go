@@ -115,6 +115,7 @@ func (c *cli) install(ctx context.Context, opts installOptions) error {
 	// --timeout bounds each wait from when it begins (the CRDs, then the
 	// Deployments), as `kubectl rollout status --timeout` does: the applies
 	// before it, slower on a busy API server, do not eat into it.
+
 	// CRDs (and the namespace) first: the API server must serve the kinds
 	// before anything may use them, and a CRD is usable only once
 	// established.
@@ -178,7 +179,6 @@ func (c *cli) applyManifests(ctx context.Context, cl client.Client, objs []*unst
 	return nil
 }
 
-// waitEstablished polls the CRD until its Established condition is True.
 // waitAll waits for each of names in turn, all of them within timeout from
 // now.
 func waitAll(ctx context.Context, timeout time.Duration, names []string, wait func(context.Context, string) error) error {
@@ -200,6 +200,7 @@ func crdNames(crds []*unstructured.Unstructured) []string {
 	return names
 }
 
+// waitEstablished polls the CRD until its Established condition is True.
 func waitEstablished(ctx context.Context, cl client.Client, name string) error {
 	for {
 		crd := &unstructured.Unstructured{}

@@ -225,9 +225,12 @@ func run(ctx context.Context, o options) error {
 	r.heapTop = heapTop
 	for i := 0; i < o.commits && !o.skipCommit; i++ {
 		c, err := commitAll(ctx, e, watch, ctrls, wrap, o, commit0, &r)
+		if err != nil {
+			return err
+		}
 		r.commits = append(r.commits, c)
-		if err != nil || c.err != nil {
-			break // a failed commit's idle measurement is not one more history record per Stack
+		if c.err != nil {
+			break // not all Ready: the report says how far it got; another commit would measure nothing clean
 		}
 		commit0 = c.commit
 	}

@@ -98,7 +98,7 @@ func (r results) print() {
 		// reads): only the growth after a later commit is history's.
 		why := "history one record longer, plus whatever a Stack's first operation in this process costs once"
 		if i > 0 {
-			why = "history one record longer: the growth the issue forbids"
+			why = "history one record longer; once it holds its 10 records this must be about 0"
 		}
 		fmt.Printf("per-Stack RSS after commit %d minus after %s: %+.1f KiB; live Go heap after a GC: %+.2f KiB (%s)\n", i+1, since,
 			float64(totalRSS(c.idle.mem)-totalRSS(before.mem))/float64(max(r.created, 1))/1024,
