@@ -91,13 +91,40 @@ func (e *ShutdownError) Unwrap() error { return e.Err }
 // start of an operation is in status, its end must be too, shutdown or not:
 // otherwise the next controller finds an operation that looks interrupted and
 // clears a lock Pulumi had released. So that patch outlives the reconcile's
-// context, bounded by FinalPatchTimeout. Without an operation, the reconcile's
-// own context is kept: a stopping controller records nothing else.
+// context, and is bounded by FinalPatchTimeout only from when that context
+// ends: while the controller runs on, a slow API server (seconds a request on
+// a saturated machine) is waited for, not turned into a failed reconcile
+// whose outcome comes back from the data dir on the next one. Without an
+// operation, the reconcile's own context is kept: a stopping controller
+// records nothing else.
 func statusContext(ctx context.Context, st *reconcileState) (context.Context, context.CancelFunc) {
 	if !st.operationStarted {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), FinalPatchTimeout)
+	return boundedAfterStop(ctx, FinalPatchTimeout)
+}
+
+// boundedAfterStop returns a context that does not end with ctx but bound
+// after it: at once bounded when ctx has already ended (its deadline then
+// says so), else bounded from the moment ctx ends.
+func boundedAfterStop(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
+	if ctx.Err() != nil {
+		return context.WithTimeout(context.WithoutCancel(ctx), bound)
+	}
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-out.Done():
+		}
+	})
+	return out, func() {
+		stop()
+		cancel()
+	}
 }
 
 // cancelledByShutdown is true for an operation that Pulumi stopped cleanly

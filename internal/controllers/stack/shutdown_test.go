@@ -65,6 +65,36 @@ func TestStatusContext(t *testing.T) {
 	g.Expect(patchCtx.Err()).To(HaveOccurred(), "a stopping controller records nothing else")
 }
 
+// TestStatusContextWhileRunning: while the controller runs on, the final
+// patch after an operation has no deadline of its own (a slow API server is
+// waited for); once the reconcile's context ends, the patch gets its bound
+// from then on.
+func TestStatusContextWhileRunning(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	patchCtx, done := statusContext(ctx, &reconcileState{operationStarted: true})
+	defer done()
+	_, bounded := patchCtx.Deadline()
+	g.Expect(bounded).To(BeFalse(), "no deadline while the controller runs on")
+	g.Consistently(patchCtx.Done(), 100*time.Millisecond).ShouldNot(BeClosed())
+
+	const bound = 200 * time.Millisecond
+	live, stopLive := boundedAfterStop(ctx, bound)
+	defer stopLive()
+	g.Consistently(live.Done(), 2*bound).ShouldNot(BeClosed(), "not bounded before the reconcile's context ends")
+	stopped := time.Now()
+	cancel()
+	g.Expect(patchCtx.Err()).NotTo(HaveOccurred(), "the end of a started operation must still land")
+	g.Eventually(live.Done(), 10*time.Second).Should(BeClosed(), "bounded once the reconcile's context ended")
+	g.Expect(time.Since(stopped)).To(BeNumerically(">=", bound), "the whole bound, counted from the stop")
+
+	released, release := boundedAfterStop(context.Background(), time.Hour)
+	release()
+	g.Expect(released.Err()).To(HaveOccurred(), "its cancel func ends it")
+}
+
 // TestCancelledByShutdownRunsAgainAtOnce: an up that Pulumi stopped because the
 // controller was stopping counts as an interruption, not as the program's
 // failure: the next controller runs it again at once instead of waiting out
