@@ -19,7 +19,7 @@
 // shows. Each Stack's config gives it its own output.
 //
 //	go -C dev run ./bench/scale [-n 10000] [-shards 0] [-commits 1] [-interval 5m] [-idle 10m] [-timeout 4h] [-v] [-keep]
-//	go -C dev run ./bench/scale -resume /tmp/stackpilot-bench-scale-… [-shards M] [-skip-commit] [-commits 1]
+//	go -C dev run ./bench/scale -resume /tmp/stackpilot-bench-scale-… [-shards M] [-concurrent-operations C] [-skip-commit] [-commits 1]
 //
 // A run with -keep leaves the fleet in its directory; -resume starts it again
 // (see resume.go): the commit phase of 10,000 Stacks can then run in another
@@ -52,18 +52,21 @@ const (
 )
 
 type options struct {
-	n, shards      int
-	reshard        int // -shards given with -resume: the layout to move the kept fleet to; -1 when not given
-	concurrency    int
-	interval, idle time.Duration
-	drift          time.Duration
-	timeout        time.Duration
-	floorRuns      int
-	skipCommit     bool
-	commits        int
-	sharedState    bool
-	verbose, keep  bool
-	resume         string
+	n, shards int
+	reshard   int // -shards given with -resume: the layout to move the kept fleet to; -1 when not given
+	// concurrencyGiven: -concurrent-operations was given, so -resume starts
+	// the kept fleet's controllers with it instead of the kept run's.
+	concurrencyGiven bool
+	concurrency      int
+	interval, idle   time.Duration
+	drift            time.Duration
+	timeout          time.Duration
+	floorRuns        int
+	skipCommit       bool
+	commits          int
+	sharedState      bool
+	verbose, keep    bool
+	resume           string
 }
 
 func main() {
@@ -82,12 +85,15 @@ func main() {
 	flag.IntVar(&o.commits, "commits", 1, "Commits, one after another, each changing every Stack and followed by an idle measurement: with 2 or more the heap after the second tells history growth apart from what the first operation in a process costs once.")
 	flag.BoolVar(&o.verbose, "v", false, "Copy the controllers' logs to stderr.")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the temporary directory (logs, heap profiles, and the fleet itself for -resume).")
-	flag.StringVar(&o.resume, "resume", "", "Start again the fleet a run with -keep left in this directory (its "+fleetFile+" says which): restart its controllers, then measure idle and the commit. -n, -interval, -drift-interval, -concurrent-operations and -shared-state-dir come from the kept run; so does -shards, unless given: then every Stack is relabelled for that layout before the controllers start (reshard.go).")
+	flag.StringVar(&o.resume, "resume", "", "Start again the fleet a run with -keep left in this directory (its "+fleetFile+" says which): restart its controllers, then measure idle and the commit. -n, -interval, -drift-interval and -shared-state-dir come from the kept run; so do -concurrent-operations and -shards, unless given: then every Stack is relabelled for that layout before the controllers start (reshard.go).")
 	flag.Parse()
 	o.reshard = -1
 	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "shards" {
+		switch f.Name {
+		case "shards":
 			o.reshard = o.shards
+		case "concurrent-operations":
+			o.concurrencyGiven = true
 		}
 	})
 	if o.idle == 0 {

@@ -63,7 +63,10 @@ func loadFleet(dir string, o *options) (keptFleet, error) {
 	if err := json.Unmarshal(data, &k); err != nil {
 		return k, fmt.Errorf("-resume %s: %s: %w", dir, fleetFile, err)
 	}
-	o.n, o.shards, o.concurrency, o.interval, o.drift, o.sharedState = k.N, k.Shards, k.Concurrency, k.Interval, k.Drift, k.SharedState
+	o.n, o.shards, o.interval, o.drift, o.sharedState = k.N, k.Shards, k.Interval, k.Drift, k.SharedState
+	if !o.concurrencyGiven {
+		o.concurrency = k.Concurrency
+	}
 	if o.idle == 0 {
 		o.idle = 2 * o.interval
 	}
