@@ -205,7 +205,7 @@ func run(ctx context.Context, o options) error {
 				return err
 			}
 		}
-		if r.ctrls, watch, err = restart(ctx, e, o, wrap, &r); err != nil {
+		if r.ctrls, watch, err = restart(ctx, e, o, wrap, commit0, &r); err != nil {
 			return err
 		}
 	} else {
@@ -306,8 +306,9 @@ func create(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wrap
 // restart starts the controllers of a kept fleet and waits until they have
 // reconciled every Stack once: what a controller restart (an upgrade, a
 // rescheduled Pod) costs with the whole fleet Ready. Nothing changed, so the
-// goal is no Pulumi process and one Git listing.
-func restart(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wrapper, r *results) (fleet, *benchenv.StackWatch, error) {
+// goal is no Pulumi process and one Git listing. It then waits until every
+// Stack is Applied at commit0.
+func restart(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wrapper, commit0 string, r *results) (fleet, *benchenv.StackWatch, error) {
 	mark, err := phaseStart(e, nil, wrap) // no controller yet: their counters start at zero
 	if err != nil {
 		return nil, nil, err
@@ -322,6 +323,15 @@ func restart(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wra
 		return nil, nil, err
 	}
 	r.restartErr = awaitRestart(ctx, e, ctrls, r.created, o.timeout)
+	if r.restartErr == nil {
+		// A kept fleet whose commit round was stopped has Stacks at a later
+		// commit than fleetFile's. With the branch reset to that commit
+		// (git update-ref in DIR/git), they apply it again here, so that
+		// idle and the commit measure a fleet at one revision. A clean fleet
+		// passes at once.
+		e.Logf("  waiting until all %d Stacks are Applied at the kept commit %s", r.created, commit0[:12])
+		_, r.restartErr = waitAll(ctx, e, watch, ctrls, commit0, r.created, o.timeout, t0, "restart")
+	}
 	r.restartTime = time.Since(t0)
 	if r.restartErr != nil && ctx.Err() != nil {
 		return nil, nil, r.restartErr

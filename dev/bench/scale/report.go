@@ -149,9 +149,9 @@ func (r results) printRestart() {
 		fmt.Printf("resharded from %s: %d Stacks relabelled in %s before the controllers started\n",
 			r.reshardedFrom, r.o.n, r.relabelTime.Round(100*time.Millisecond))
 	}
-	fmt.Printf("restart of the controllers with %d Stacks Ready (-resume): every Stack reconciled in %s (%.0f Stacks/s), 30 s settling included\n",
+	fmt.Printf("restart of the controllers with %d Stacks Ready (-resume): every Stack reconciled and Applied at the kept commit in %s (%.0f Stacks/s), 30 s settling included\n",
 		r.created, r.restartTime.Round(time.Second), float64(r.created)/max(r.restartTime.Seconds()-30, 1))
-	fmt.Printf("  %.0f reconciles, %.0f Pulumi operations, %d pulumi processes (goal: none; nothing changed)\n", p.reconciles, p.ops, len(p.calls))
+	fmt.Printf("  %.0f reconciles, %.0f Pulumi operations, %d pulumi processes (goal: none when the fleet was kept at one commit; a stopped commit round's Stacks apply the kept commit again)\n", p.reconciles, p.ops, len(p.calls))
 	fmt.Printf("  Git: %s (one repository: the goal is one listing)\n", p.git)
 	fmt.Printf("  the controllers' own CPU: %s\n  %s\n  %s\n", benchenv.Seconds(p.ctrlCPU), p.byProcess, p.cpuLine)
 }
