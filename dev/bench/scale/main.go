@@ -145,6 +145,16 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
+		// restart waits until every Stack is Applied at k.Commit: a branch
+		// that moved on (a commit round stopped) would keep it waiting.
+		head, err := branchHead(o.resume)
+		if err != nil {
+			return err
+		}
+		if head != k.Commit {
+			return fmt.Errorf("-resume %s: the branch %s is at %s, not at the kept commit %s (a commit round was stopped): reset it with git --git-dir %s update-ref refs/heads/%s %s",
+				o.resume, branch, head, k.Commit, filepath.Join(o.resume, "git", repo+".git"), branch, k.Commit)
+		}
 		kept = &k
 	}
 	what := fmt.Sprintf("scale: %d trivial Stacks on %s", o.n, layout(o))
@@ -326,9 +336,9 @@ func restart(ctx context.Context, e *benchenv.Env, o options, wrap *benchenv.Wra
 	if r.restartErr == nil {
 		// A kept fleet whose commit round was stopped has Stacks at a later
 		// commit than fleetFile's. With the branch reset to that commit
-		// (git update-ref in DIR/git), they apply it again here, so that
-		// idle and the commit measure a fleet at one revision. A clean fleet
-		// passes at once.
+		// (run checks), they apply it again here, so that idle and the
+		// commit measure a fleet at one revision. A clean fleet passes at
+		// once.
 		e.Logf("  waiting until all %d Stacks are Applied at the kept commit %s", r.created, commit0[:12])
 		_, r.restartErr = waitAll(ctx, e, watch, ctrls, commit0, r.created, o.timeout, t0, "restart")
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stackpilot/stackpilot/dev/bench/internal/benchenv"
@@ -100,4 +101,24 @@ func awaitRestart(ctx context.Context, e *benchenv.Env, f fleet, created int, ti
 			return err
 		}
 	}
+}
+
+// branchHead reads the commit the kept Git server's branch points at, from
+// the bare repository under dir/git: a loose ref, else packed-refs.
+func branchHead(dir string) (string, error) {
+	bare := filepath.Join(dir, "git", repo+".git")
+	ref := "refs/heads/" + branch
+	if b, err := os.ReadFile(filepath.Join(bare, ref)); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	b, err := os.ReadFile(filepath.Join(bare, "packed-refs"))
+	if err != nil {
+		return "", fmt.Errorf("read the branch %s of %s: %w", branch, bare, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hash, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok && name == ref {
+			return hash, nil
+		}
+	}
+	return "", fmt.Errorf("no branch %s in %s", branch, bare)
 }

@@ -37,3 +37,29 @@ func TestLoadFleetKeepsAGivenConcurrency(t *testing.T) {
 		t.Errorf("given: want concurrency 1 and the kept n 2000; got %d, %d", given.concurrency, given.n)
 	}
 }
+
+// TestBranchHead: -resume reads the kept branch from a loose ref, else from
+// packed-refs, and says so when neither holds it.
+func TestBranchHead(t *testing.T) {
+	dir := t.TempDir()
+	bare := filepath.Join(dir, "git", repo+".git")
+	if err := os.MkdirAll(filepath.Join(bare, "refs", "heads"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := branchHead(dir); err == nil {
+		t.Fatal("no ref at all: want an error")
+	}
+	packed := "# pack-refs with: peeled fully-peeled sorted\nbbbb refs/heads/other\naaaa refs/heads/" + branch + "\n"
+	if err := os.WriteFile(filepath.Join(bare, "packed-refs"), []byte(packed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := branchHead(dir); err != nil || got != "aaaa" {
+		t.Fatalf("packed: got %q, %v; want aaaa", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(bare, "refs", "heads", branch), []byte("cccc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := branchHead(dir); err != nil || got != "cccc" {
+		t.Fatalf("loose: got %q, %v; want cccc (a loose ref is newer than packed-refs)", got, err)
+	}
+}
